@@ -1,0 +1,1 @@
+//! Runnable programs: `cargo run -p wsched-examples --example NAME`.

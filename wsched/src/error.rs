@@ -1,0 +1,497 @@
+//! The error types of the runtime. Each says what went wrong and, where it can, what
+//! to do about it; errors that would otherwise lose a value carry it back.
+
+use std::error::Error;
+use std::fmt;
+
+use crate::payload::Payload;
+use crate::pid::Pid;
+
+/// A boxed error that can cross threads.
+pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
+
+fn write_list(f: &mut fmt::Formatter<'_>, names: &[String]) -> fmt::Result {
+    for (i, name) in names.iter().enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        write!(f, "`{name}`")?;
+    }
+    Ok(())
+}
+
+/// [`Process::init`](crate::Process::init) refused to start.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum InitError {
+    /// No entry has that name.
+    UnknownMethod {
+        /// The name that was asked for.
+        method: String,
+        /// The entries the process does have.
+        available: Vec<String>,
+    },
+    /// The entry was given the wrong number of input payloads.
+    ArgumentCount {
+        /// The entry.
+        entry: String,
+        /// How many arguments it takes.
+        expected: usize,
+        /// How many payloads it was given.
+        got: usize,
+    },
+    /// An input payload does not hold the argument's type.
+    ArgumentType {
+        /// The entry.
+        entry: String,
+        /// The argument's name.
+        argument: String,
+        /// The argument's position, from 0.
+        position: usize,
+        /// The argument's type.
+        expected: &'static str,
+        /// The type the payload holds.
+        actual: &'static str,
+    },
+    /// Any other reason.
+    Failed(BoxError),
+}
+
+impl InitError {
+    /// An [`UnknownMethod`](Self::UnknownMethod) error.
+    pub fn unknown_method(method: &str, available: &[&str]) -> Self {
+        Self::UnknownMethod {
+            method: method.to_owned(),
+            available: available.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    /// A [`Failed`](Self::Failed) error from anything that converts into a boxed error
+    /// (any error type, a `String`, a `&str`).
+    pub fn failed(error: impl Into<BoxError>) -> Self {
+        Self::Failed(error.into())
+    }
+}
+
+impl fmt::Display for InitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::UnknownMethod { method, available } if available.is_empty() => {
+                write!(f, "no entry named `{method}`: this process has no entries")
+            }
+            Self::UnknownMethod { method, available } => {
+                write!(f, "no entry named `{method}`; available entries: ")?;
+                write_list(f, available)
+            }
+            Self::ArgumentCount {
+                entry,
+                expected,
+                got,
+            } => write!(
+                f,
+                "entry `{entry}` takes {expected} argument{} but was started with {got} input payload{}",
+                if *expected == 1 { "" } else { "s" },
+                if *got == 1 { "" } else { "s" },
+            ),
+            Self::ArgumentType {
+                entry,
+                argument,
+                position,
+                expected,
+                actual,
+            } => write!(
+                f,
+                "entry `{entry}`: argument `{argument}` (position {position}) is a `{expected}`, \
+                 but its input payload holds a `{actual}`"
+            ),
+            Self::Failed(e) => write!(f, "init failed: {e}"),
+        }
+    }
+}
+
+impl Error for InitError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            Self::Failed(e) => Some(&**e),
+            _ => None,
+        }
+    }
+}
+
+/// [`Process::step`](crate::Process::step) failed; the process ends with this error.
+#[derive(Debug)]
+pub struct StepError(BoxError);
+
+impl StepError {
+    /// Wraps anything that converts into a boxed error: any error type, a `String`,
+    /// a `&str`.
+    pub fn new(error: impl Into<BoxError>) -> Self {
+        Self(error.into())
+    }
+
+    /// The underlying error.
+    pub fn get_ref(&self) -> &(dyn Error + Send + Sync + 'static) {
+        &*self.0
+    }
+
+    /// Takes the underlying error.
+    pub fn into_inner(self) -> BoxError {
+        self.0
+    }
+}
+
+impl fmt::Display for StepError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl Error for StepError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        self.0.source()
+    }
+}
+
+/// Which callback of a process panicked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// [`Process::init`](crate::Process::init).
+    Init,
+    /// [`Process::step`](crate::Process::step).
+    Step,
+    /// [`Process::close`](crate::Process::close).
+    Close,
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Init => "init",
+            Self::Step => "step",
+            Self::Close => "close",
+        })
+    }
+}
+
+/// Why a process ended without a result.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ProcessError {
+    /// A step returned an error (for macro processes: the entry returned `Err`).
+    Failed(StepError),
+    /// A callback panicked; the panic was caught and the worker carried on.
+    Panicked {
+        /// Where it panicked.
+        phase: Phase,
+        /// The panic message (`<non-string panic payload>` if it was not a string).
+        message: String,
+    },
+    /// Shutdown's timeout ran out before the process finished, so it was stopped.
+    Stopped,
+}
+
+impl ProcessError {
+    /// The panic message, if the process panicked.
+    pub fn panic_message(&self) -> Option<&str> {
+        match self {
+            Self::Panicked { message, .. } => Some(message),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ProcessError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Failed(e) => write!(f, "process failed: {e}"),
+            Self::Panicked { phase, message } => {
+                write!(f, "process panicked in {phase}: {message}")
+            }
+            Self::Stopped => f.write_str("process was stopped by shutdown before it finished"),
+        }
+    }
+}
+
+impl Error for ProcessError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            Self::Failed(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// A process could not be spawned.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SpawnError {
+    /// The scheduler is shutting down (or has shut down) and takes no new processes.
+    ShuttingDown,
+    /// The process's `init` refused the entry or its arguments.
+    Init(InitError),
+    /// The process's `init` panicked.
+    InitPanicked {
+        /// The panic message.
+        message: String,
+    },
+}
+
+impl fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ShuttingDown => f.write_str(
+                "cannot spawn: the scheduler is shutting down and takes no new processes",
+            ),
+            Self::Init(e) => write!(f, "cannot spawn: {e}"),
+            Self::InitPanicked { message } => write!(f, "cannot spawn: init panicked: {message}"),
+        }
+    }
+}
+
+impl Error for SpawnError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            Self::Init(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Why a message could not be delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendErrorKind {
+    /// No process ever had this PID on this scheduler.
+    NoSuchProcess,
+    /// The process has finished (or is finishing) and takes no more messages.
+    Finished,
+}
+
+/// A message could not be delivered; the message is handed back.
+pub struct SendError {
+    to: Pid,
+    kind: SendErrorKind,
+    payload: Payload,
+}
+
+impl SendError {
+    pub(crate) fn new(to: Pid, kind: SendErrorKind, payload: Payload) -> Self {
+        Self { to, kind, payload }
+    }
+
+    /// The PID the message was for.
+    pub fn to(&self) -> Pid {
+        self.to
+    }
+
+    /// Why it was not delivered.
+    pub fn kind(&self) -> SendErrorKind {
+        self.kind
+    }
+
+    /// Borrows the undelivered message.
+    pub fn payload(&self) -> &Payload {
+        &self.payload
+    }
+
+    /// Takes back the undelivered message.
+    pub fn into_payload(self) -> Payload {
+        self.payload
+    }
+}
+
+impl fmt::Debug for SendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SendError")
+            .field("to", &self.to)
+            .field("kind", &self.kind)
+            .field("payload", &self.payload)
+            .finish()
+    }
+}
+
+impl fmt::Display for SendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let why = match self.kind {
+            SendErrorKind::NoSuchProcess => "no such process",
+            SendErrorKind::Finished => "the process has finished",
+        };
+        write!(
+            f,
+            "cannot send a `{}` to {}: {why} (the message is returned in this error)",
+            self.payload.type_name(),
+            self.to
+        )
+    }
+}
+
+impl Error for SendError {}
+
+/// Waiting for (joining) a process's result failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum JoinError {
+    /// No process ever had this PID on this scheduler.
+    NoSuchProcess(Pid),
+    /// Someone else already claimed (or is waiting to claim) the result: a result is
+    /// handed out exactly once.
+    AlreadyClaimed(Pid),
+    /// The process was spawned detached: its result is discarded, not kept.
+    Detached(Pid),
+    /// The timeout ran out before the process finished; it is still running and its
+    /// result can still be claimed.
+    TimedOut(Pid),
+    /// The process ended with an error.
+    Failed {
+        /// The process.
+        pid: Pid,
+        /// How it failed.
+        error: ProcessError,
+    },
+}
+
+impl JoinError {
+    /// The process's own error, when it ended with one.
+    pub fn process_error(&self) -> Option<&ProcessError> {
+        match self {
+            Self::Failed { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoSuchProcess(pid) => write!(f, "cannot join {pid}: no such process"),
+            Self::AlreadyClaimed(pid) => write!(
+                f,
+                "cannot join {pid}: its result was already claimed by another join or wait"
+            ),
+            Self::Detached(pid) => write!(
+                f,
+                "cannot join {pid}: it was spawned detached, so its result is not kept"
+            ),
+            Self::TimedOut(pid) => write!(f, "timed out waiting for {pid}; it is still running"),
+            Self::Failed { pid, error } => write!(f, "{pid} ended with an error: {error}"),
+        }
+    }
+}
+
+impl Error for JoinError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            Self::Failed { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// Why a yielded command produced no output.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum YieldError {
+    /// No handler is registered for the command's type.
+    NoHandler {
+        /// The command's type name.
+        command: &'static str,
+    },
+    /// The handler dropped the completer without completing it.
+    Dropped {
+        /// The command's type name.
+        command: &'static str,
+    },
+    /// The handler panicked.
+    HandlerPanicked {
+        /// The command's type name.
+        command: &'static str,
+        /// The panic message.
+        message: String,
+    },
+    /// The handler reported a failure.
+    Failed {
+        /// The command's type name.
+        command: &'static str,
+        /// The handler's error.
+        source: BoxError,
+    },
+    /// The process is being cancelled; the pending suspension point gives up.
+    Cancelled,
+    /// The completion held a value of another type than the command's output
+    /// (only possible with hand-made completions, e.g. in the testing harness).
+    WrongOutputType {
+        /// The command's output type.
+        expected: &'static str,
+        /// The type the completion held.
+        actual: &'static str,
+    },
+}
+
+impl fmt::Display for YieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoHandler { command } => write!(
+                f,
+                "no handler is registered for command `{command}`; register one on the scheduler builder"
+            ),
+            Self::Dropped { command } => write!(
+                f,
+                "the handler of `{command}` dropped its completer without completing it"
+            ),
+            Self::HandlerPanicked { command, message } => {
+                write!(f, "the handler of `{command}` panicked: {message}")
+            }
+            Self::Failed { command, source } => write!(f, "command `{command}` failed: {source}"),
+            Self::Cancelled => f.write_str("cancelled: the process is asked to stop"),
+            Self::WrongOutputType { expected, actual } => write!(
+                f,
+                "completion holds a `{actual}`, not the command's output type `{expected}`"
+            ),
+        }
+    }
+}
+
+impl Error for YieldError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            Self::Failed { source, .. } => Some(&**source),
+            _ => None,
+        }
+    }
+}
+
+/// The scheduler builder was given an impossible configuration.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// Zero workers were asked for; at least one is needed.
+    NoWorkers,
+    /// Two handlers were registered for one command type.
+    DuplicateHandler {
+        /// The command's type name.
+        command: &'static str,
+    },
+    /// A worker or helper thread could not be started.
+    Thread(std::io::Error),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoWorkers => f.write_str("a scheduler needs at least one worker; set workers(n) with n >= 1"),
+            Self::DuplicateHandler { command } => write!(
+                f,
+                "two handlers are registered for command `{command}`; register each command type once"
+            ),
+            Self::Thread(e) => write!(f, "could not start a scheduler thread: {e}"),
+        }
+    }
+}
+
+impl Error for BuildError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            Self::Thread(e) => Some(e),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! # wsched
+//!
+//! Erlang-style processes written as explicit, testable state machines, run on a
+//! work-stealing scheduler.
+//!
+//! A [`Process`] is stepped with [`Event`]s — completions of the commands it yielded,
+//! messages sent to its [`Pid`], cancel requests — and writes its [`Status`] and new
+//! yields into a [`StepOutput`]. The [`Scheduler`] runs millions of them on a few
+//! worker threads.
+#![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+extern crate self as wsched;
+
+pub mod command;
+mod context;
+mod error;
+mod payload;
+mod pid;
+mod process;
+#[allow(unused_imports)]
+mod sync;
+
+pub use command::Command;
+pub use context::Context;
+pub use error::{
+    BoxError, BuildError, InitError, JoinError, Phase, ProcessError, SendError, SendErrorKind,
+    SpawnError, StepError, YieldError,
+};
+pub use payload::{IntoPayloads, Payload, PayloadTypeError, Payloads};
+pub use pid::Pid;
+pub use process::{
+    Completion, Event, Events, Message, Process, Status, StepOutput, SuspendKind, SuspendPoint,
+    Tag, Yield,
+};

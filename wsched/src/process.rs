@@ -1,0 +1,330 @@
+//! The `Process` contract: what the scheduler asks of every process, macro-made or
+//! hand-written, and the buffers it passes in and out.
+
+use std::any::{Any, TypeId};
+use std::fmt;
+use std::panic::Location;
+
+use crate::command::Command;
+use crate::context::Context;
+use crate::error::{InitError, StepError, YieldError};
+use crate::payload::{Payload, Payloads};
+use crate::pid::Pid;
+
+/// A lightweight state machine run by being stepped with [`Event`]s.
+///
+/// The scheduler calls [`init`](Process::init) once, then [`step`](Process::step)
+/// whenever events arrive (or the process asked to [`Continue`](Status::Continue)),
+/// until a step reports [`Status::Done`] or fails; then [`close`](Process::close),
+/// exactly once, however the process ended — also after a failed `init`, a panic or a
+/// shutdown that stopped it.
+///
+/// A step must not block: to wait for the outside world the process *yields* a
+/// [`Command`] with a [`Tag`] into the [`StepOutput`] and reports
+/// [`Status::WaitingForYields`]; the command's handler completes it later and the
+/// process is stepped with an [`Event::Completion`] carrying the same tag.
+pub trait Process: Send + 'static {
+    /// Prepares to run the entry `method` with the `input` arguments.
+    ///
+    /// An unknown `method` must fail with [`InitError::UnknownMethod`] listing the
+    /// available ones; wrong arguments with [`InitError::ArgumentCount`] or
+    /// [`InitError::ArgumentType`]. `ctx` gives the process its PID and lets it send
+    /// messages and spawn processes; keep it if the steps need it.
+    fn init(&mut self, ctx: Context, method: &str, input: Payloads) -> Result<(), InitError>;
+
+    /// Advances the state machine with `events` (possibly none: a step with no events
+    /// must be harmless) and writes the new [`Status`] and any yields into `out`.
+    ///
+    /// `out` arrives cleared. Returning an error ends the process with
+    /// [`ProcessError::Failed`](crate::ProcessError::Failed).
+    fn step(&mut self, events: Events<'_>, out: &mut StepOutput) -> Result<(), StepError>;
+
+    /// Releases resources. Called exactly once, after the last step.
+    fn close(&mut self) {}
+}
+
+impl Process for Box<dyn Process> {
+    fn init(&mut self, ctx: Context, method: &str, input: Payloads) -> Result<(), InitError> {
+        (**self).init(ctx, method, input)
+    }
+
+    fn step(&mut self, events: Events<'_>, out: &mut StepOutput) -> Result<(), StepError> {
+        (**self).step(events, out)
+    }
+
+    fn close(&mut self) {
+        (**self).close()
+    }
+}
+
+/// Correlates a yielded command with its completion. Chosen by the process; the
+/// macro numbers a process's yields 1, 2, 3… in program order.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub struct Tag(pub u64);
+
+impl fmt::Display for Tag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// Something that happened to a process, handed to [`Process::step`].
+#[derive(Debug)]
+pub enum Event {
+    /// A yielded command completed (or failed).
+    Completion(Completion),
+    /// A message sent to the process's PID.
+    Message(Message),
+    /// The process is asked to stop (shutdown or an explicit cancel). It may keep
+    /// running, and yielding, while it cleans up; it should then finish.
+    Cancel,
+}
+
+/// The completion of the yield that carried `tag`.
+#[derive(Debug)]
+pub struct Completion {
+    /// The tag of the yield this completes.
+    pub tag: Tag,
+    /// The command's output, or why there is none.
+    pub result: Result<Payload, YieldError>,
+}
+
+/// A message delivered to a process.
+#[derive(Debug)]
+pub struct Message {
+    /// The sending process, or `None` when sent from outside any process.
+    pub from: Option<Pid>,
+    /// What was sent.
+    pub payload: Payload,
+}
+
+/// The events of one step, drained from the scheduler's reusable buffer.
+///
+/// Events not consumed by the step are dropped when the step returns.
+pub struct Events<'a>(std::vec::Drain<'a, Event>);
+
+impl<'a> Events<'a> {
+    /// Drains `buffer` (which keeps its capacity for reuse).
+    pub fn new(buffer: &'a mut Vec<Event>) -> Self {
+        Self(buffer.drain(..))
+    }
+}
+
+impl Iterator for Events<'_> {
+    type Item = Event;
+    fn next(&mut self) -> Option<Event> {
+        self.0.next()
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.size_hint()
+    }
+}
+
+impl ExactSizeIterator for Events<'_> {}
+
+impl fmt::Debug for Events<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Events").field(&self.0.as_slice()).finish()
+    }
+}
+
+/// Where a process stands after a step.
+#[derive(Debug)]
+pub enum Status {
+    /// Finished with this result.
+    Done(Payload),
+    /// Suspended until a completion of one of its outstanding yields arrives (or a
+    /// cancel). Messages that arrive meanwhile are queued and handed to the next step.
+    WaitingForYields,
+    /// Suspended until a message arrives. A completion or a cancel wakes it too.
+    WaitingForMessage,
+    /// Runnable again at once; used to give the worker back during long computations.
+    Continue,
+}
+
+/// A command yielded by a step: the command value, type-erased, and its tag.
+pub struct Yield {
+    tag: Tag,
+    command: Box<dyn Any + Send>,
+    command_type: TypeId,
+    command_name: &'static str,
+}
+
+impl Yield {
+    /// A yield of `command` tagged `tag`.
+    pub fn new<C: Command>(tag: Tag, command: C) -> Self {
+        Self {
+            tag,
+            command: Box::new(command),
+            command_type: TypeId::of::<C>(),
+            command_name: std::any::type_name::<C>(),
+        }
+    }
+
+    /// The tag its completion will carry.
+    pub fn tag(&self) -> Tag {
+        self.tag
+    }
+
+    /// The command's type name, as `std::any::type_name` spells it.
+    pub fn command_name(&self) -> &'static str {
+        self.command_name
+    }
+
+    /// The command's `TypeId`: the key handlers are registered under.
+    pub fn command_type(&self) -> TypeId {
+        self.command_type
+    }
+
+    /// Whether the command is a `C`.
+    pub fn is<C: Command>(&self) -> bool {
+        self.command_type == TypeId::of::<C>()
+    }
+
+    /// Borrows the command as a `C`.
+    pub fn command<C: Command>(&self) -> Option<&C> {
+        self.command.downcast_ref::<C>()
+    }
+
+    /// Takes the command out as a `C`, or gives the yield back.
+    pub fn into_command<C: Command>(self) -> Result<C, Self> {
+        if self.is::<C>() {
+            Ok(*self.command.downcast::<C>().expect("type was checked"))
+        } else {
+            Err(self)
+        }
+    }
+
+    /// Splits into the tag and the type-erased command.
+    pub(crate) fn into_parts(self) -> (Tag, Box<dyn Any + Send>, TypeId, &'static str) {
+        (self.tag, self.command, self.command_type, self.command_name)
+    }
+}
+
+impl fmt::Debug for Yield {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Yield({} {})", self.tag, self.command_name)
+    }
+}
+
+/// Where a suspended process waits: the source location of the suspension point and
+/// what it waits for. Shown in [`Scheduler::processes`](crate::Scheduler::processes)
+/// and in the [`testing`](crate::testing) harness's messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SuspendPoint {
+    /// The source location (for the macro: the `yield_cmd!` / `recv!` call).
+    pub location: &'static Location<'static>,
+    /// What the process waits for there.
+    pub kind: SuspendKind,
+}
+
+/// What a suspended process waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SuspendKind {
+    /// The completion of yielded commands; `command` names the (first) command type
+    /// and `count` how many were yielded together.
+    Yield {
+        /// The type name of the (first) yielded command.
+        command: &'static str,
+        /// How many commands the suspension point waits for.
+        count: usize,
+    },
+    /// A message; `message_type` is set when a specific type is awaited.
+    Receive {
+        /// The awaited message type, if the receive is typed.
+        message_type: Option<&'static str>,
+    },
+}
+
+impl fmt::Display for SuspendPoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            SuspendKind::Yield { command, count: 1 } => write!(f, "yield of `{command}`")?,
+            SuspendKind::Yield { command, count } => {
+                write!(f, "yield of {count} commands (first `{command}`)")?
+            }
+            SuspendKind::Receive { message_type: None } => f.write_str("receive")?,
+            SuspendKind::Receive {
+                message_type: Some(t),
+            } => write!(f, "receive of `{t}`")?,
+        }
+        write!(
+            f,
+            " at {}:{}:{}",
+            self.location.file(),
+            self.location.line(),
+            self.location.column()
+        )
+    }
+}
+
+/// What a step writes: its status, the commands it yields, and where it waits.
+///
+/// Owned by the scheduler and reused across steps, so its vector keeps its capacity:
+/// steady-state stepping allocates nothing here.
+#[derive(Debug, Default)]
+pub struct StepOutput {
+    status: Option<Status>,
+    yields: Vec<Yield>,
+    suspended_at: Option<SuspendPoint>,
+}
+
+impl StepOutput {
+    /// An empty output.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the status (the last call wins).
+    pub fn set_status(&mut self, status: Status) {
+        self.status = Some(status);
+    }
+
+    /// The status set so far.
+    pub fn status(&self) -> Option<&Status> {
+        self.status.as_ref()
+    }
+
+    /// Takes the status out, leaving none.
+    pub fn take_status(&mut self) -> Option<Status> {
+        self.status.take()
+    }
+
+    /// Yields `command` with `tag`.
+    pub fn yield_command<C: Command>(&mut self, tag: Tag, command: C) {
+        self.yields.push(Yield::new(tag, command));
+    }
+
+    /// Appends a ready-made yield.
+    pub fn push_yield(&mut self, y: Yield) {
+        self.yields.push(y);
+    }
+
+    /// The yields written so far, in order.
+    pub fn yields(&self) -> &[Yield] {
+        &self.yields
+    }
+
+    /// Removes and returns the yields, in order (the buffer keeps its capacity).
+    pub fn drain_yields(&mut self) -> std::vec::Drain<'_, Yield> {
+        self.yields.drain(..)
+    }
+
+    /// Records where the process waits (for listings and diagnostics).
+    pub fn set_suspend_point(&mut self, point: SuspendPoint) {
+        self.suspended_at = Some(point);
+    }
+
+    /// Where the process said it waits.
+    pub fn suspend_point(&self) -> Option<SuspendPoint> {
+        self.suspended_at
+    }
+
+    /// Clears everything for the next step, keeping the buffer's capacity.
+    pub fn clear(&mut self) {
+        self.status = None;
+        self.yields.clear();
+        self.suspended_at = None;
+    }
+}
