@@ -18,3 +18,7 @@ pub trait Command: Send + 'static {
     /// What the command's completion carries on success.
     type Output: Send + 'static;
 }
+
+mod builtin;
+
+pub use builtin::{Join, Sleep, Spawn};

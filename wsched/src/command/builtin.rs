@@ -1,0 +1,83 @@
+//! The commands every process needs, handled by the scheduler itself: sleeping,
+//! spawning a child and joining another process.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::command::Command;
+use crate::error::JoinError;
+use crate::payload::{IntoPayloads, Payload, Payloads};
+use crate::pid::Pid;
+use crate::process::Process;
+
+/// Completes with `()` after `duration` (to about a millisecond).
+///
+/// Timers of processes that have finished are ignored when they fire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sleep(pub Duration);
+
+impl Command for Sleep {
+    type Output = ();
+}
+
+/// Spawns a child process and completes with its PID.
+///
+/// Fails (with [`YieldError::Failed`](crate::YieldError::Failed) holding a
+/// [`SpawnError`](crate::SpawnError)) when the entry is unknown, the child's `init`
+/// refuses its arguments or panics, or the scheduler is shutting down.
+pub struct Spawn {
+    pub(crate) process: Box<dyn Process>,
+    pub(crate) method: String,
+    pub(crate) input: Payloads,
+    pub(crate) detached: bool,
+}
+
+impl Spawn {
+    /// Spawn `process` running entry `method` with `input`; its result is kept until
+    /// claimed with [`Join`].
+    pub fn new<P: Process>(process: P, method: &str, input: impl IntoPayloads) -> Self {
+        Self {
+            process: Box::new(process),
+            method: method.to_owned(),
+            input: input.into_payloads(),
+            detached: false,
+        }
+    }
+
+    /// Like [`new`](Self::new), but the child's result is discarded when it finishes.
+    pub fn detached<P: Process>(process: P, method: &str, input: impl IntoPayloads) -> Self {
+        Self {
+            detached: true,
+            ..Self::new(process, method, input)
+        }
+    }
+
+    /// The entry the child will run.
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+}
+
+impl fmt::Debug for Spawn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Spawn")
+            .field("method", &self.method)
+            .field("input", &self.input)
+            .field("detached", &self.detached)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Command for Spawn {
+    type Output = Pid;
+}
+
+/// Waits for another process to finish and completes with its result: its value, or
+/// a [`JoinError`] (its failure, an unknown PID, a detached process, or a result that
+/// someone else already claimed — a result is handed out exactly once).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Join(pub Pid);
+
+impl Command for Join {
+    type Output = Result<Payload, JoinError>;
+}
