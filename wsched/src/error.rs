@@ -4,7 +4,7 @@
 use std::error::Error;
 use std::fmt;
 
-use crate::payload::Payload;
+use crate::payload::{Payload, Returned};
 use crate::pid::Pid;
 
 /// A boxed error that can cross threads.
@@ -267,15 +267,22 @@ pub enum SendErrorKind {
 }
 
 /// A message could not be delivered; the message is handed back.
+///
+/// `Send + Sync` like every error here, although the message need not be `Sync`: it
+/// is only reachable by value, through [`into_payload`](Self::into_payload).
 pub struct SendError {
     to: Pid,
     kind: SendErrorKind,
-    payload: Payload,
+    payload: Returned,
 }
 
 impl SendError {
     pub(crate) fn new(to: Pid, kind: SendErrorKind, payload: Payload) -> Self {
-        Self { to, kind, payload }
+        Self {
+            to,
+            kind,
+            payload: Returned::new(payload),
+        }
     }
 
     /// The PID the message was for.
@@ -288,14 +295,14 @@ impl SendError {
         self.kind
     }
 
-    /// Borrows the undelivered message.
-    pub fn payload(&self) -> &Payload {
-        &self.payload
+    /// The type name of the undelivered message.
+    pub fn message_type(&self) -> &'static str {
+        self.payload.type_name()
     }
 
     /// Takes back the undelivered message.
     pub fn into_payload(self) -> Payload {
-        self.payload
+        self.payload.into_payload()
     }
 }
 
@@ -304,7 +311,7 @@ impl fmt::Debug for SendError {
         f.debug_struct("SendError")
             .field("to", &self.to)
             .field("kind", &self.kind)
-            .field("payload", &self.payload)
+            .field("message_type", &self.payload.type_name())
             .finish()
     }
 }

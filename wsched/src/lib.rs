@@ -18,10 +18,15 @@ mod error;
 mod payload;
 mod pid;
 mod process;
-#[allow(unused_imports)]
+mod runtime;
+// The switch exports the whole toolbox; each build uses part of it.
+#[allow(unused_imports, dead_code)]
 mod sync;
 
 pub use command::Command;
+pub use runtime::{
+    Builder, Handle, Metrics, ProcessInfo, ProcessState, Scheduler, ShutdownReport, WorkerMetrics,
+};
 pub use context::Context;
 pub use error::{
     BoxError, BuildError, InitError, JoinError, Phase, ProcessError, SendError, SendErrorKind,

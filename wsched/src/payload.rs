@@ -60,7 +60,18 @@ impl Payload {
     }
 
     /// Takes the value out as a `T`, or gives the payload back inside the error.
+    ///
+    /// Asking for a `Payload` returns the payload itself, mirroring
+    /// [`new`](Self::new), so generic code over "any output type" works for commands
+    /// whose output is a `Payload`.
     pub fn downcast<T: Any>(self) -> Result<T, PayloadTypeError> {
+        if TypeId::of::<T>() == TypeId::of::<Payload>() {
+            let mut slot = Some(self);
+            let as_t = (&mut slot as &mut dyn Any)
+                .downcast_mut::<Option<T>>()
+                .expect("T is Payload");
+            return Ok(as_t.take().expect("slot was just filled"));
+        }
         if self.is::<T>() {
             match self.value.downcast::<T>() {
                 Ok(boxed) => Ok(*boxed),
@@ -69,7 +80,7 @@ impl Payload {
         } else {
             Err(PayloadTypeError {
                 expected: std::any::type_name::<T>(),
-                payload: self,
+                payload: Returned::new(self),
             })
         }
     }
@@ -92,9 +103,13 @@ impl fmt::Debug for Payload {
 }
 
 /// Extracting a [`Payload`] as the wrong type. The payload is handed back.
+///
+/// The error is `Send + Sync` (so it fits in `Box<dyn Error + Send + Sync>` and
+/// works with `?`) even though payloads need not be `Sync`: the payload is only
+/// reachable by value, through [`into_payload`](Self::into_payload).
 pub struct PayloadTypeError {
     expected: &'static str,
-    payload: Payload,
+    payload: Returned,
 }
 
 impl PayloadTypeError {
@@ -108,14 +123,35 @@ impl PayloadTypeError {
         self.payload.type_name
     }
 
-    /// Borrows the payload that could not be extracted.
-    pub fn payload(&self) -> &Payload {
-        &self.payload
-    }
-
     /// Takes back the payload that could not be extracted.
     pub fn into_payload(self) -> Payload {
+        self.payload.into_payload()
+    }
+}
+
+/// A payload carried back inside an error. The mutex makes the error `Sync` without
+/// requiring the value to be; it is only ever locked to take the payload out.
+pub(crate) struct Returned {
+    type_name: &'static str,
+    payload: std::sync::Mutex<Payload>,
+}
+
+impl Returned {
+    pub(crate) fn new(payload: Payload) -> Self {
+        Self {
+            type_name: payload.type_name,
+            payload: std::sync::Mutex::new(payload),
+        }
+    }
+
+    pub(crate) fn type_name(&self) -> &'static str {
+        self.type_name
+    }
+
+    pub(crate) fn into_payload(self) -> Payload {
         self.payload
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -270,10 +306,23 @@ mod tests {
     }
 
     #[test]
+    fn errors_that_carry_payloads_fit_in_a_boxed_error() {
+        fn boxed(e: impl Into<crate::BoxError>) -> crate::BoxError {
+            e.into()
+        }
+        // A non-Sync payload still yields a Send + Sync error.
+        let p = Payload::new(std::cell::Cell::new(5_u8));
+        let err = boxed(p.downcast::<u8>().unwrap_err());
+        assert!(err.to_string().contains("core::cell::Cell<u8>"));
+    }
+
+    #[test]
     fn wrapping_a_payload_does_not_nest_it() {
         let p = Payload::new(Payload::new(7_i32));
         assert!(p.is::<i32>());
         assert_eq!(p.type_name(), "i32");
+        let same = p.downcast::<Payload>().unwrap();
+        assert_eq!(same.downcast::<i32>().unwrap(), 7);
     }
 
     #[test]

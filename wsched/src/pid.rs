@@ -46,6 +46,11 @@ impl PidAllocator {
         Self(std::sync::atomic::AtomicU64::new(1))
     }
 
+    /// Whether `pid` was handed out by this allocator.
+    pub(crate) fn issued(&self, pid: Pid) -> bool {
+        pid.as_u64() < self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub(crate) fn next(&self) -> Pid {
         // Relaxed: uniqueness needs only the atomicity of the increment.
         Pid::from_raw(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed))

@@ -4,11 +4,13 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::completer::Completer;
+use super::handler::{Placement, Registration};
 use crate::command::Command;
 use crate::error::JoinError;
 use crate::payload::{IntoPayloads, Payload, Payloads};
 use crate::pid::Pid;
-use crate::process::Process;
+use crate::process::{IntoProcess, Process};
 
 /// Completes with `()` after `duration` (to about a millisecond).
 ///
@@ -35,9 +37,9 @@ pub struct Spawn {
 impl Spawn {
     /// Spawn `process` running entry `method` with `input`; its result is kept until
     /// claimed with [`Join`].
-    pub fn new<P: Process>(process: P, method: &str, input: impl IntoPayloads) -> Self {
+    pub fn new<P: IntoProcess>(process: P, method: &str, input: impl IntoPayloads) -> Self {
         Self {
-            process: Box::new(process),
+            process: Box::new(process.into_process()),
             method: method.to_owned(),
             input: input.into_payloads(),
             detached: false,
@@ -45,7 +47,7 @@ impl Spawn {
     }
 
     /// Like [`new`](Self::new), but the child's result is discarded when it finishes.
-    pub fn detached<P: Process>(process: P, method: &str, input: impl IntoPayloads) -> Self {
+    pub fn detached<P: IntoProcess>(process: P, method: &str, input: impl IntoPayloads) -> Self {
         Self {
             detached: true,
             ..Self::new(process, method, input)
@@ -80,4 +82,35 @@ pub struct Join(pub Pid);
 
 impl Command for Join {
     type Output = Result<Payload, JoinError>;
+}
+
+/// The scheduler's own handlers for the built-in commands.
+pub(crate) fn registrations(timers: std::sync::Arc<super::timer::Timers>) -> Vec<Registration> {
+    vec![
+        Registration::new(Placement::Worker, move |Sleep(duration), done: Completer<Sleep>| {
+            timers.sleep(duration, done.into_raw());
+        })
+        .builtin(),
+        Registration::new(Placement::Worker, |spawn: Spawn, done: Completer<Spawn>| {
+            let spawned = done.handle().shared().spawn(
+                Some(done.pid()),
+                spawn.process,
+                &spawn.method,
+                spawn.input,
+                spawn.detached,
+            );
+            match spawned {
+                Ok(pid) => done.complete(pid),
+                Err(error) => done.fail(error),
+            }
+        })
+        .builtin(),
+        Registration::new(Placement::Worker, |Join(pid), done: Completer<Join>| {
+            let handle = done.handle().clone();
+            handle
+                .shared()
+                .claim_result(pid, Box::new(move |result| done.complete(result)));
+        })
+        .builtin(),
+    ]
 }

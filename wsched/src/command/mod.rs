@@ -1,4 +1,25 @@
-//! Commands: what a process asks of the outside world by yielding.
+//! Commands and handlers: how a process's yields reach the outside world and come
+//! back.
+//!
+//! A process yields a [`Command`] with a [`Tag`](crate::Tag). After the step, the
+//! worker hands each yield, in order, to the handler registered for its type on the
+//! [`Builder`](crate::Builder), together with a [`Completer`]. The handler completes
+//! it — at once on the worker, or later from any thread — and the process is stepped
+//! with an [`Event::Completion`](crate::Event::Completion) carrying the same tag.
+//!
+//! * A handler that completes at once gets the process stepped again soon, on the
+//!   same worker (the wake-up flag rule); one that completes later wakes it through
+//!   its mailbox.
+//! * Handlers registered with
+//!   [`blocking_handler`](crate::Builder::blocking_handler) run on a separate, bounded
+//!   pool of threads, so a worker never blocks on them.
+//! * A yield with no handler completes with
+//!   [`YieldError::NoHandler`](crate::YieldError::NoHandler); a panicking handler
+//!   with [`YieldError::HandlerPanicked`](crate::YieldError::HandlerPanicked); a
+//!   dropped completer with [`YieldError::Dropped`](crate::YieldError::Dropped).
+//!
+//! The scheduler handles three built-in commands itself: [`Sleep`], [`Spawn`] and
+//! [`Join`].
 
 /// A typed request a process yields; a handler registered for its type performs it
 /// and completes the yield with an [`Output`](Command::Output).
@@ -19,6 +40,12 @@ pub trait Command: Send + 'static {
     type Output: Send + 'static;
 }
 
+pub(crate) mod blocking;
 mod builtin;
+mod completer;
+pub(crate) mod handler;
+pub(crate) mod timer;
 
+pub(crate) use builtin::registrations as builtin_registrations;
 pub use builtin::{Join, Sleep, Spawn};
+pub use completer::Completer;

@@ -1,0 +1,187 @@
+//! Completers: the one-shot return path from a handler to the process that yielded.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::marker::PhantomData;
+
+use crate::command::Command;
+use crate::error::{BoxError, YieldError};
+use crate::payload::Payload;
+use crate::pid::Pid;
+use crate::process::{Completion, Event, Tag};
+use crate::runtime::cell::ProcessCell;
+use crate::runtime::Handle;
+use std::sync::Arc;
+
+/// Completes one yielded command of type `C`, from any thread, now or later.
+///
+/// It carries the process's PID (never reused, so it doubles as the incarnation) and
+/// the yield's tag. Completing consumes it, so a yield completes at most once.
+/// Dropping it without completing delivers [`YieldError::Dropped`], so no process
+/// waits forever on a forgotten completion. Completing after the process has ended
+/// does nothing.
+pub struct Completer<C: Command> {
+    raw: RawCompleter,
+    _command: PhantomData<fn(C)>,
+}
+
+impl<C: Command> Completer<C> {
+    pub(crate) fn new(raw: RawCompleter) -> Self {
+        Self {
+            raw,
+            _command: PhantomData,
+        }
+    }
+
+    pub(crate) fn into_raw(self) -> RawCompleter {
+        self.raw
+    }
+
+    /// Completes the yield with the command's output.
+    pub fn complete(self, output: C::Output) {
+        self.raw.deliver(Ok(Payload::new(output)));
+    }
+
+    /// Completes the yield with an error: the process sees
+    /// [`YieldError::Failed`] naming the command.
+    pub fn fail(self, error: impl Into<BoxError>) {
+        let command = self.raw.command;
+        self.raw.deliver(Err(YieldError::Failed {
+            command,
+            source: error.into(),
+        }));
+    }
+
+    /// The process that yielded the command.
+    pub fn pid(&self) -> Pid {
+        self.raw.cell.pid()
+    }
+
+    /// The yield's tag.
+    pub fn tag(&self) -> Tag {
+        self.raw.tag
+    }
+
+    /// The scheduler, to spawn processes or send messages from the handler.
+    pub fn handle(&self) -> &Handle {
+        &self.raw.handle
+    }
+
+    /// Whether the process is still running (a long handler may give up early when
+    /// it is not; completing a finished process's yield is harmless anyway).
+    pub fn is_process_alive(&self) -> bool {
+        !self.raw.cell.is_done()
+    }
+}
+
+impl<C: Command> fmt::Debug for Completer<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Completer")
+            .field("command", &self.raw.command)
+            .field("pid", &self.pid())
+            .field("tag", &self.raw.tag)
+            .finish()
+    }
+}
+
+/// The untyped completer behind [`Completer`].
+pub(crate) struct RawCompleter {
+    handle: Handle,
+    cell: Arc<ProcessCell>,
+    tag: Tag,
+    command: &'static str,
+    armed: bool,
+}
+
+thread_local! {
+    /// While a handler runs under `catch_panics`, completers dropped by its unwinding
+    /// are parked here so the dispatcher can complete them with the panic message
+    /// instead of the less helpful "dropped".
+    static UNWOUND: RefCell<Option<Vec<RawCompleter>>> = const { RefCell::new(None) };
+}
+
+impl RawCompleter {
+    pub(crate) fn new(handle: Handle, cell: Arc<ProcessCell>, tag: Tag, command: &'static str) -> Self {
+        Self {
+            handle,
+            cell,
+            tag,
+            command,
+            armed: true,
+        }
+    }
+
+    /// Delivers the completion event; ignored if the process has ended.
+    pub(crate) fn deliver(mut self, result: Result<Payload, YieldError>) {
+        self.armed = false;
+        let event = Event::Completion(Completion {
+            tag: self.tag,
+            result,
+        });
+        // A finished process hands the event back: dropping it is the documented
+        // "completion after the process ended is ignored".
+        let _ = self.handle.shared().deliver(&self.cell, event);
+    }
+}
+
+impl Drop for RawCompleter {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if std::thread::panicking() {
+            let parked = UNWOUND.with(|slot| {
+                let mut slot = slot.borrow_mut();
+                match slot.as_mut() {
+                    Some(list) => {
+                        list.push(self.take());
+                        true
+                    }
+                    None => false,
+                }
+            });
+            if parked {
+                return;
+            }
+        }
+        let command = self.command;
+        self.take().deliver(Err(YieldError::Dropped { command }));
+    }
+}
+
+impl RawCompleter {
+    /// Moves the completer's contents out, disarming `self`.
+    fn take(&mut self) -> RawCompleter {
+        self.armed = false;
+        RawCompleter {
+            handle: self.handle.clone(),
+            cell: self.cell.clone(),
+            tag: self.tag,
+            command: self.command,
+            armed: true,
+        }
+    }
+}
+
+/// Runs a handler call, turning a panic into [`YieldError::HandlerPanicked`] for the
+/// completer(s) its unwinding dropped. Returns the panic message, if it panicked.
+pub(crate) fn catch_panics(call: impl FnOnce()) -> Option<String> {
+    let previous = UNWOUND.with(|slot| slot.borrow_mut().replace(Vec::new()));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call));
+    let unwound = UNWOUND.with(|slot| std::mem::replace(&mut *slot.borrow_mut(), previous))
+        .unwrap_or_default();
+    let message = outcome.err().map(|panic| crate::runtime::panic_message(&*panic));
+    for completer in unwound {
+        let command = completer.command;
+        let error = match &message {
+            Some(message) => YieldError::HandlerPanicked {
+                command,
+                message: message.clone(),
+            },
+            // Dropped while some inner code unwound and was caught by the handler.
+            None => YieldError::Dropped { command },
+        };
+        completer.deliver(Err(error));
+    }
+    message
+}

@@ -1,0 +1,195 @@
+//! Configuring and starting a scheduler.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::queue::inject::GLOBAL_BATCH;
+use super::queue::local;
+use super::scheduler::{Handle, Scheduler};
+use super::shared::{Shared, SharedParts};
+use super::worker;
+use crate::command::blocking::BlockingPool;
+use crate::command::handler::{Handlers, Placement, Registration};
+use crate::command::timer::Timers;
+use crate::command::{builtin_registrations, Command, Completer};
+use crate::error::BuildError;
+
+/// Configures a [`Scheduler`]: workers, handlers, pools.
+///
+/// ```
+/// use wsched::command::Completer;
+/// use wsched::{Command, Scheduler};
+///
+/// struct Add(u32, u32);
+/// impl Command for Add {
+///     type Output = u32;
+/// }
+///
+/// let scheduler = Scheduler::builder()
+///     .workers(2)
+///     .handler(|Add(a, b), done: Completer<Add>| done.complete(a + b))
+///     .build()?;
+/// # Ok::<(), wsched::BuildError>(())
+/// ```
+pub struct Builder {
+    workers: Option<usize>,
+    thread_name: String,
+    global_batch: usize,
+    blocking_threads: usize,
+    blocking_keep_alive: Duration,
+    registrations: Vec<Registration>,
+}
+
+impl Builder {
+    pub(crate) fn new() -> Self {
+        Self {
+            workers: None,
+            thread_name: "wsched".to_owned(),
+            global_batch: GLOBAL_BATCH,
+            blocking_threads: 64,
+            blocking_keep_alive: Duration::from_secs(10),
+            registrations: Vec::new(),
+        }
+    }
+
+    /// The number of worker threads (default: `std::thread::available_parallelism`).
+    /// Zero is refused by [`build`](Self::build).
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = Some(workers);
+        self
+    }
+
+    /// The prefix of thread names: workers are `{prefix}-worker-{i}`, blocking
+    /// threads `{prefix}-blocking`, the timer thread `{prefix}-timer` (default
+    /// `wsched`).
+    pub fn thread_name(mut self, prefix: impl Into<String>) -> Self {
+        self.thread_name = prefix.into();
+        self
+    }
+
+    /// How many processes a worker moves from the global queue into its deque at
+    /// once, besides the one it runs (default 16, at least 1).
+    pub fn global_batch(mut self, batch: usize) -> Self {
+        self.global_batch = batch.max(1);
+        self
+    }
+
+    /// The most threads the blocking pool runs at once (default 64, at least 1);
+    /// further blocking jobs wait in FIFO order.
+    pub fn blocking_threads(mut self, threads: usize) -> Self {
+        self.blocking_threads = threads.max(1);
+        self
+    }
+
+    /// How long an idle blocking thread waits for work before it exits (default
+    /// 10 s).
+    pub fn blocking_keep_alive(mut self, keep_alive: Duration) -> Self {
+        self.blocking_keep_alive = keep_alive;
+        self
+    }
+
+    /// Registers `handler` for command type `C`. It runs on the worker right after
+    /// the step that yielded, so it must not block: complete at once, or move the
+    /// [`Completer`] to another thread and complete there. A registration for a
+    /// built-in command ([`Sleep`](crate::command::Sleep),
+    /// [`Spawn`](crate::command::Spawn), [`Join`](crate::command::Join)) replaces the
+    /// built-in handler.
+    ///
+    /// Registering two handlers for one command type makes [`build`](Self::build)
+    /// fail with [`BuildError::DuplicateHandler`].
+    pub fn handler<C, F>(mut self, handler: F) -> Self
+    where
+        C: Command,
+        F: Fn(C, Completer<C>) + Send + Sync + 'static,
+    {
+        self.registrations
+            .push(Registration::new(Placement::Worker, handler));
+        self
+    }
+
+    /// Registers a handler that may block; it runs on the blocking pool, so the
+    /// workers keep stepping other processes meanwhile. Otherwise as
+    /// [`handler`](Self::handler).
+    pub fn blocking_handler<C, F>(mut self, handler: F) -> Self
+    where
+        C: Command,
+        F: Fn(C, Completer<C>) + Send + Sync + 'static,
+    {
+        self.registrations
+            .push(Registration::new(Placement::Blocking, handler));
+        self
+    }
+
+    /// Starts the scheduler's threads.
+    ///
+    /// # Errors
+    /// [`BuildError::NoWorkers`] for zero workers, [`BuildError::DuplicateHandler`]
+    /// for two handlers of one command type, [`BuildError::Thread`] when a thread
+    /// cannot be started.
+    pub fn build(self) -> Result<Scheduler, BuildError> {
+        let workers = match self.workers {
+            Some(0) => return Err(BuildError::NoWorkers),
+            Some(n) => n,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        let timers = Timers::start(format!("{}-timer", self.thread_name)).map_err(BuildError::Thread)?;
+        let mut registrations = builtin_registrations(timers.clone());
+        registrations.extend(self.registrations);
+        let handlers = match Handlers::new(registrations) {
+            Ok(handlers) => handlers,
+            Err(error) => {
+                timers.shutdown();
+                return Err(error);
+            }
+        };
+        let (locals, stealers): (Vec<_>, Vec<_>) = (0..workers).map(|_| local::local()).unzip();
+        let shared = Shared::new(SharedParts {
+            workers,
+            global_batch: self.global_batch,
+            stealers: stealers.into_boxed_slice(),
+            handlers,
+            blocking: Arc::new(BlockingPool::new(
+                self.blocking_threads,
+                self.blocking_keep_alive,
+                format!("{}-blocking", self.thread_name),
+            )),
+            timers,
+        });
+
+        let mut threads = Vec::with_capacity(workers);
+        for (index, local) in locals.into_iter().enumerate() {
+            let handle = Handle::from_shared(shared.clone());
+            let spawned = std::thread::Builder::new()
+                .name(format!("{}-worker-{index}", self.thread_name))
+                .spawn(move || worker::run(handle, index, local));
+            match spawned {
+                Ok(thread) => threads.push(thread),
+                Err(error) => {
+                    // Unwind what started: the scheduler drops and joins them.
+                    drop(Scheduler::from_parts(shared, threads));
+                    return Err(BuildError::Thread(error));
+                }
+            }
+        }
+        Ok(Scheduler::from_parts(shared, threads))
+    }
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for Builder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builder")
+            .field("workers", &self.workers)
+            .field("thread_name", &self.thread_name)
+            .field("global_batch", &self.global_batch)
+            .field("blocking_threads", &self.blocking_threads)
+            .field("blocking_keep_alive", &self.blocking_keep_alive)
+            .field("handlers", &self.registrations.len())
+            .finish()
+    }
+}

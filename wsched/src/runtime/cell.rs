@@ -1,0 +1,251 @@
+//! One process as the scheduler holds it: the body, the mailbox (its MPSC event
+//! queue), its state word and the slot its result waits in until claimed.
+
+use std::mem;
+
+use super::state::{EventKind, ProcessState, State, Suspend};
+use crate::error::{JoinError, ProcessError};
+use crate::payload::Payload;
+use crate::pid::Pid;
+use crate::process::{Event, Process, SuspendPoint};
+use crate::sync::{AtomicU64, Mutex, Ordering, UnsafeCell};
+
+/// Receives the answer to a claim of a process's result, exactly once.
+pub(crate) type ResultWaiter = Box<dyn FnOnce(Result<Payload, JoinError>) + Send>;
+
+pub(crate) struct ProcessCell {
+    pid: Pid,
+    entry: Box<str>,
+    detached: bool,
+    state: State,
+    /// The event queue. Producers (senders, completers, shutdown) push under the
+    /// lock; the owner swaps the whole vector out in one go before a step, so a
+    /// mailbox costs one short lock per event and per step and no allocation in
+    /// steady state (the vectors are swapped, not reallocated). `closed` is set, under
+    /// the same lock, before the process is marked done: a producer that finds the
+    /// mailbox open knows its event will be seen or dropped by the owner, never lost
+    /// in a queue nobody reads without the producer being told.
+    mailbox: Mutex<Mailbox>,
+    /// Touched only through [`Owned`], i.e. by whoever holds the RUNNING state.
+    body: UnsafeCell<Option<Box<dyn Process>>>,
+    steps: AtomicU64,
+    suspended_at: Mutex<Option<SuspendPoint>>,
+    outcome: Mutex<Outcome>,
+}
+
+// SAFETY: `body` is the only field that is not `Sync` by itself. It is accessed only
+// through `Owned`, which exists only while its holder owns the RUNNING state (see the
+// "one owner" invariant in `state.rs`), so no two threads ever touch it at once, and
+// the AcqRel CASes that pass ownership on order one owner's accesses before the next's.
+// `Box<dyn Process>` is `Send`, so moving that access between threads is sound.
+unsafe impl Sync for ProcessCell {}
+
+#[derive(Default)]
+struct Mailbox {
+    events: Vec<Event>,
+    closed: bool,
+}
+
+enum Outcome {
+    Pending { waiter: Option<ResultWaiter> },
+    Finished(Result<Payload, ProcessError>),
+    Claimed,
+}
+
+/// Proof that the holder owns the process's RUNNING state, and with it the body.
+pub(crate) struct Owned<'a> {
+    cell: &'a ProcessCell,
+}
+
+impl ProcessCell {
+    pub(crate) fn new(pid: Pid, entry: &str, detached: bool, body: Box<dyn Process>) -> Self {
+        Self {
+            pid,
+            entry: entry.into(),
+            detached,
+            state: State::new_ready(),
+            mailbox: Mutex::new(Mailbox::default()),
+            body: UnsafeCell::new(Some(body)),
+            steps: AtomicU64::new(0),
+            suspended_at: Mutex::new(None),
+            outcome: Mutex::new(Outcome::Pending { waiter: None }),
+        }
+    }
+
+    pub(crate) fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    pub(crate) fn entry(&self) -> &str {
+        &self.entry
+    }
+
+    pub(crate) fn state(&self) -> ProcessState {
+        self.state.snapshot()
+    }
+
+    pub(crate) fn is_done(&self) -> bool {
+        self.state.is_done()
+    }
+
+    pub(crate) fn steps(&self) -> u64 {
+        self.steps.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn suspend_point(&self) -> Option<SuspendPoint> {
+        *self.suspended_at.lock()
+    }
+
+    /// Queues `event`. `Ok(true)`: the caller woke the process and must schedule it.
+    /// `Err(event)`: the process has finished; the event is handed back.
+    pub(crate) fn push_event(&self, event: Event) -> Result<bool, Event> {
+        let kind = match &event {
+            Event::Completion(_) => EventKind::Completion,
+            Event::Message(_) => EventKind::Message,
+            Event::Cancel => EventKind::Cancel,
+        };
+        {
+            let mut mailbox = self.mailbox.lock();
+            if mailbox.closed {
+                return Err(event);
+            }
+            mailbox.events.push(event);
+        }
+        // After the push: see the "no lost wake-up" invariant in `state.rs`.
+        Ok(self.state.notify(kind))
+    }
+
+    pub(crate) fn start_running(&self) -> Option<Owned<'_>> {
+        self.state.start_running().then_some(Owned { cell: self })
+    }
+
+    pub(crate) fn claim_waiting(&self) -> Option<Owned<'_>> {
+        self.state.claim_waiting().then_some(Owned { cell: self })
+    }
+
+    /// Claims the result for `waiter`, which is called exactly once: now, with the
+    /// result of a finished process or the reason the claim fails (detached, already
+    /// claimed), or later, when the process finishes. A result is handed out once.
+    /// Returns true when the result was handed out now (the PID table may forget the
+    /// cell).
+    pub(crate) fn claim_result(&self, waiter: ResultWaiter) -> bool {
+        if self.detached {
+            waiter(Err(JoinError::Detached(self.pid)));
+            return false;
+        }
+        let mut outcome = self.outcome.lock();
+        match &mut *outcome {
+            Outcome::Pending { waiter: slot @ None } => {
+                *slot = Some(waiter);
+                false
+            }
+            Outcome::Pending { waiter: Some(_) } | Outcome::Claimed => {
+                drop(outcome);
+                waiter(Err(JoinError::AlreadyClaimed(self.pid)));
+                false
+            }
+            Outcome::Finished(_) => {
+                let Outcome::Finished(result) = mem::replace(&mut *outcome, Outcome::Claimed)
+                else {
+                    unreachable!("matched Finished")
+                };
+                drop(outcome);
+                waiter(self.joined(result));
+                true
+            }
+        }
+    }
+
+    fn joined(&self, result: Result<Payload, ProcessError>) -> Result<Payload, JoinError> {
+        result.map_err(|error| JoinError::Failed {
+            pid: self.pid,
+            error,
+        })
+    }
+
+    /// Withdraws a registered waiter (a wait that timed out). Returns false when the
+    /// result was already handed to it.
+    pub(crate) fn withdraw_waiter(&self) -> bool {
+        let mut outcome = self.outcome.lock();
+        match &mut *outcome {
+            Outcome::Pending { waiter } => waiter.take().is_some(),
+            _ => false,
+        }
+    }
+
+    /// Stores the result, or hands it to the registered waiter (outside the lock).
+    /// Returns true when the result has been handed out (or discarded, for a
+    /// detached process), so the PID table no longer needs the cell.
+    fn store_result(&self, result: Result<Payload, ProcessError>) -> bool {
+        let waiter = {
+            let mut outcome = self.outcome.lock();
+            match mem::replace(&mut *outcome, Outcome::Claimed) {
+                Outcome::Pending { waiter: Some(w) } => Some(w),
+                Outcome::Pending { waiter: None } if self.detached => None,
+                Outcome::Pending { waiter: None } => {
+                    *outcome = Outcome::Finished(result);
+                    return false;
+                }
+                Outcome::Finished(_) | Outcome::Claimed => {
+                    unreachable!("a process finishes once")
+                }
+            }
+        };
+        if let Some(w) = waiter {
+            w(self.joined(result));
+        }
+        true
+    }
+}
+
+impl Owned<'_> {
+    pub(crate) fn cell(&self) -> &ProcessCell {
+        self.cell
+    }
+
+    /// Moves the queued events into `buffer` (which must be empty), handing the
+    /// mailbox `buffer`'s old allocation so neither side reallocates.
+    pub(crate) fn take_events(&mut self, buffer: &mut Vec<Event>) {
+        debug_assert!(buffer.is_empty());
+        let mut mailbox = self.cell.mailbox.lock();
+        mem::swap(&mut mailbox.events, buffer);
+    }
+
+    /// Runs `f` on the body (`None` once the process was closed).
+    pub(crate) fn with_body<R>(&mut self, f: impl FnOnce(&mut Option<Box<dyn Process>>) -> R) -> R {
+        // SAFETY: `Owned` exists only while its holder owns the RUNNING state, so no
+        // other thread can be inside this cell's body (see the Sync impl above).
+        self.cell.body.with_mut(|body| f(unsafe { &mut *body }))
+    }
+
+    pub(crate) fn record_step(&self, suspended_at: Option<SuspendPoint>) {
+        self.cell.steps.fetch_add(1, Ordering::Relaxed);
+        let mut slot = self.cell.suspended_at.lock();
+        if *slot != suspended_at {
+            *slot = suspended_at;
+        }
+    }
+
+    /// Leaves RUNNING after a step; `true` means READY again: queue it.
+    pub(crate) fn finish_step(self, suspend: Suspend) -> bool {
+        self.cell.state.finish_step(suspend)
+    }
+
+    /// First half of ending the process: closes the mailbox, so later sends fail and
+    /// get their message back. Returns the events nobody will read, to be dropped
+    /// outside the lock.
+    pub(crate) fn close_mailbox(&mut self) -> Vec<Event> {
+        let mut mailbox = self.cell.mailbox.lock();
+        mailbox.closed = true;
+        mem::take(&mut mailbox.events)
+    }
+
+    /// Second half: marks the process done and stores or hands out `result`. Returns
+    /// whether the result was handed out (or discarded, for a detached process), so
+    /// the PID table may forget the cell.
+    pub(crate) fn finish(self, result: Result<Payload, ProcessError>) -> bool {
+        *self.cell.suspended_at.lock() = None;
+        self.cell.state.set_done();
+        self.cell.store_result(result)
+    }
+}

@@ -1,0 +1,192 @@
+//! Spinning, parking and waking workers.
+//!
+//! A worker that finds no work spins a little, then yields its thread, then parks
+//! (see `worker.rs` for the rounds). This file owns the handshake between parking
+//! workers and producers of new work, whose one job is: **no wake-up is lost** — a
+//! worker never sleeps while work it should run sits in a queue with nobody awake to
+//! take it — and **new work wakes one worker, not all**.
+//!
+//! One atomic word counts the workers that are *unparked* (not asleep) and those that
+//! are *searching* (looking for work to steal). The handshake is Dekker's:
+//!
+//! * A producer pushes its work, issues a SeqCst fence, then reads the word. If a
+//!   worker is searching, that worker will find the work (or, as the last searcher
+//!   to park, re-check the queues — below), so nobody is woken. If every worker is
+//!   unparked, each will look at the queues before it parks. Otherwise the producer
+//!   wakes one sleeper, handing it the *searching* role.
+//! * A parking worker registers as a sleeper and decrements the counts (one SeqCst
+//!   read-modify-write, under the sleepers lock), issues a SeqCst fence, and then
+//!   re-checks every queue. If there is work it takes itself off the sleepers list
+//!   again (or, if a producer already took it off, accepts that producer's wake-up).
+//!
+//! Either the producer's read comes after the worker's decrement in the SeqCst order,
+//! and then it sees a sleeper and wakes it; or it comes before, and then the worker's
+//! re-check, which follows its fence, sees the pushed work.
+//!
+//! At most half the workers search at once (at least one), so a burst of idle
+//! workers does not hammer every victim's queue at the same moment.
+
+use crate::sync::{fence, AtomicUsize, Condvar, Mutex, Ordering};
+
+const SEARCHING_MASK: usize = 0xFFFF;
+const UNPARKED_SHIFT: usize = 16;
+const ONE_UNPARKED: usize = 1 << UNPARKED_SHIFT;
+
+fn searching(word: usize) -> usize {
+    word & SEARCHING_MASK
+}
+
+fn unparked(word: usize) -> usize {
+    word >> UNPARKED_SHIFT
+}
+
+pub(crate) struct Idle {
+    workers: usize,
+    state: AtomicUsize,
+    /// Indices of parked workers. Registration and the count update happen together
+    /// under this lock, so a producer that sees a parked count also finds its sleeper.
+    sleepers: Mutex<Vec<usize>>,
+    parkers: Box<[Parker]>,
+}
+
+/// One worker's bed: a flag and a condition variable.
+struct Parker {
+    notified: Mutex<bool>,
+    condvar: Condvar,
+}
+
+/// What became of a worker that registered to park but then found work.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Unregister {
+    /// It took itself off the list: it is awake and not searching.
+    Awake,
+    /// A producer already woke it (and made it a searcher): it must consume that
+    /// wake-up by parking, which returns at once.
+    AlreadyWoken,
+}
+
+impl Idle {
+    pub(crate) fn new(workers: usize) -> Self {
+        assert!(workers < SEARCHING_MASK, "too many workers");
+        Self {
+            workers,
+            state: AtomicUsize::new(workers << UNPARKED_SHIFT),
+            sleepers: Mutex::new(Vec::with_capacity(workers)),
+            parkers: (0..workers)
+                .map(|_| Parker {
+                    notified: Mutex::new(false),
+                    condvar: Condvar::new(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Called by a producer after it pushed work others may run. Wakes one parked
+    /// worker unless someone is already searching or nobody is parked.
+    pub(crate) fn notify_one(&self) -> bool {
+        fence(Ordering::SeqCst);
+        if !self.should_wake(self.state.load(Ordering::SeqCst)) {
+            return false;
+        }
+        let worker = {
+            let mut sleepers = self.sleepers.lock();
+            // Re-check under the lock: another producer may have woken someone.
+            if !self.should_wake(self.state.load(Ordering::SeqCst)) {
+                return false;
+            }
+            // The woken worker starts out searching: it was woken to find work.
+            self.state.fetch_add(ONE_UNPARKED + 1, Ordering::SeqCst);
+            sleepers
+                .pop()
+                .expect("the parked count says a worker sleeps, so one is registered")
+        };
+        self.parkers[worker].unpark();
+        true
+    }
+
+    fn should_wake(&self, word: usize) -> bool {
+        searching(word) == 0 && unparked(word) < self.workers
+    }
+
+    /// A worker that found nothing asks to search (steal). At most half the workers
+    /// search at once; beyond that, returns false and the worker does not steal.
+    pub(crate) fn try_start_searching(&self) -> bool {
+        let word = self.state.load(Ordering::SeqCst);
+        if 2 * searching(word) >= self.workers.max(2) {
+            return false;
+        }
+        self.state.fetch_add(1, Ordering::SeqCst);
+        true
+    }
+
+    /// A searching worker found work. Returns true if it was the last searcher: it
+    /// should then wake another worker, in case more work is waiting (the chain that
+    /// keeps parallelism up when a burst arrives).
+    pub(crate) fn stop_searching(&self) -> bool {
+        let previous = self.state.fetch_sub(1, Ordering::SeqCst);
+        debug_assert!(searching(previous) > 0);
+        searching(previous) == 1
+    }
+
+    /// Registers worker `index` as a sleeper. The caller must then re-check every
+    /// queue and either [`unregister`](Self::unregister) or [`park`](Self::park).
+    pub(crate) fn register_sleeper(&self, index: usize, was_searching: bool) {
+        let mut sleepers = self.sleepers.lock();
+        let decrement = ONE_UNPARKED + usize::from(was_searching);
+        self.state.fetch_sub(decrement, Ordering::SeqCst);
+        sleepers.push(index);
+        drop(sleepers);
+        // Pairs with the fence in `notify_one`: the caller's re-check of the queues
+        // comes after this.
+        fence(Ordering::SeqCst);
+    }
+
+    /// The registered worker found work after all.
+    pub(crate) fn unregister(&self, index: usize) -> Unregister {
+        let mut sleepers = self.sleepers.lock();
+        match sleepers.iter().position(|&w| w == index) {
+            Some(position) => {
+                sleepers.swap_remove(position);
+                self.state.fetch_add(ONE_UNPARKED, Ordering::SeqCst);
+                Unregister::Awake
+            }
+            None => Unregister::AlreadyWoken,
+        }
+    }
+
+    /// Sleeps until a producer (or shutdown) wakes worker `index`. On return the
+    /// worker is counted as unparked and searching (unless shutting down).
+    pub(crate) fn park(&self, index: usize) {
+        self.parkers[index].park();
+    }
+
+    /// Wakes every worker (shutdown). Counts are no longer meaningful afterwards.
+    pub(crate) fn unpark_all(&self) {
+        for parker in self.parkers.iter() {
+            parker.unpark();
+        }
+    }
+
+    /// How many workers are parked right now (for tests and listings).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn parked(&self) -> usize {
+        self.workers - unparked(self.state.load(Ordering::SeqCst))
+    }
+}
+
+impl Parker {
+    fn park(&self) {
+        let mut notified = self.notified.lock();
+        while !*notified {
+            self.condvar.wait(&mut notified);
+        }
+        *notified = false;
+    }
+
+    fn unpark(&self) {
+        let mut notified = self.notified.lock();
+        *notified = true;
+        drop(notified);
+        self.condvar.notify_one();
+    }
+}

@@ -1,0 +1,152 @@
+//! Always-on counters, cheap enough to leave on, and the process listing.
+
+use crossbeam_utils::CachePadded;
+
+use super::state::ProcessState;
+use crate::pid::Pid;
+use crate::process::SuspendPoint;
+use crate::sync::{AtomicU64, Ordering};
+
+/// One worker's counters. Each is written only by its worker, so an increment is a
+/// plain load and store (no locked instruction); readers on other threads may see a
+/// slightly stale value, never a torn one.
+#[derive(Default)]
+pub(crate) struct WorkerCounters {
+    pub(crate) steps: Counter,
+    pub(crate) local_pops: Counter,
+    pub(crate) lifo_pops: Counter,
+    pub(crate) global_pops: Counter,
+    pub(crate) steals: Counter,
+    pub(crate) stolen: Counter,
+    pub(crate) parks: Counter,
+}
+
+#[derive(Default)]
+pub(crate) struct Counter(AtomicU64);
+
+impl Counter {
+    /// Adds `n`. Only the owning worker calls this.
+    #[inline]
+    pub(crate) fn add(&self, n: u64) {
+        self.0
+            .store(self.0.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Counters shared by everyone (updated with atomic adds).
+#[derive(Default)]
+pub(crate) struct GlobalCounters {
+    pub(crate) spawned: CachePadded<AtomicU64>,
+    pub(crate) finished: CachePadded<AtomicU64>,
+    pub(crate) failed: CachePadded<AtomicU64>,
+    pub(crate) stopped: CachePadded<AtomicU64>,
+}
+
+impl WorkerCounters {
+    pub(crate) fn snapshot(&self) -> WorkerMetrics {
+        WorkerMetrics {
+            steps: self.steps.get(),
+            local_pops: self.local_pops.get(),
+            lifo_pops: self.lifo_pops.get(),
+            global_pops: self.global_pops.get(),
+            steals: self.steals.get(),
+            stolen: self.stolen.get(),
+            parks: self.parks.get(),
+        }
+    }
+}
+
+/// A snapshot of one worker's counters since the scheduler started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerMetrics {
+    /// Steps run.
+    pub steps: u64,
+    /// Processes taken from its own deque.
+    pub local_pops: u64,
+    /// Processes taken from its LIFO slot (woken by the previous step).
+    pub lifo_pops: u64,
+    /// Processes taken from the global queue (batches count once).
+    pub global_pops: u64,
+    /// Successful steals.
+    pub steals: u64,
+    /// Processes moved by those steals (including the one run at once).
+    pub stolen: u64,
+    /// Times it parked on its condition variable.
+    pub parks: u64,
+}
+
+/// A snapshot of the scheduler's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Metrics {
+    /// One entry per worker, by worker index.
+    pub workers: Vec<WorkerMetrics>,
+    /// Processes spawned (successfully initialised).
+    pub spawned: u64,
+    /// Processes that finished with a result.
+    pub finished: u64,
+    /// Processes that ended with an error (failure or panic), not counting stops.
+    pub failed: u64,
+    /// Processes stopped by shutdown.
+    pub stopped: u64,
+    /// Processes not yet ended.
+    pub live: usize,
+    /// Items waiting in the global queue.
+    pub global_queue: usize,
+    /// Timers pending.
+    pub pending_timers: usize,
+}
+
+impl Metrics {
+    /// The sum over all workers.
+    pub fn total(&self) -> WorkerMetrics {
+        self.workers
+            .iter()
+            .fold(WorkerMetrics::default(), |mut sum, w| {
+                sum.steps += w.steps;
+                sum.local_pops += w.local_pops;
+                sum.lifo_pops += w.lifo_pops;
+                sum.global_pops += w.global_pops;
+                sum.steals += w.steals;
+                sum.stolen += w.stolen;
+                sum.parks += w.parks;
+                sum
+            })
+    }
+}
+
+/// One line of [`Scheduler::processes`](crate::Scheduler::processes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProcessInfo {
+    /// The process.
+    pub pid: Pid,
+    /// Its state when listed.
+    pub state: ProcessState,
+    /// The entry it runs.
+    pub entry: String,
+    /// Steps taken so far.
+    pub steps: u64,
+    /// Where it last said it waits (for macro processes: the `yield_cmd!`/`recv!`
+    /// call), if it is suspended and said so.
+    pub suspended_at: Option<SuspendPoint>,
+}
+
+impl std::fmt::Display for ProcessInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} [{}] after {} steps",
+            self.pid, self.entry, self.state, self.steps
+        )?;
+        if let Some(point) = &self.suspended_at {
+            write!(f, ", at {point}")?;
+        }
+        Ok(())
+    }
+}

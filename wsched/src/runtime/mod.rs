@@ -1,0 +1,44 @@
+//! The scheduler: worker threads, their run queues, process cells and the PID table.
+//!
+//! | file | concern |
+//! |---|---|
+//! | `scheduler.rs` | the public [`Scheduler`] and [`Handle`] |
+//! | `builder.rs` | configuration |
+//! | `shared.rs` | state shared by all workers: spawning, sending, scheduling |
+//! | `cell.rs` | one process: its body, mailbox and result slot |
+//! | `state.rs` | the process state machine (one atomic word) |
+//! | `registry.rs` | the PID table |
+//! | `queue/` | the per-worker deque and the global injection queue |
+//! | `idle.rs` | spinning, parking and waking workers |
+//! | `worker.rs` | the worker loop: find work, step, dispatch |
+//! | `metrics.rs` | always-on counters and the process listing |
+
+pub(crate) mod queue;
+#[cfg(test)]
+mod tests;
+
+mod builder;
+pub(crate) mod cell;
+mod idle;
+mod metrics;
+mod registry;
+mod scheduler;
+mod shared;
+mod state;
+mod worker;
+
+pub use builder::Builder;
+pub use metrics::{Metrics, ProcessInfo, WorkerMetrics};
+pub use scheduler::{Handle, Scheduler, ShutdownReport};
+pub use state::ProcessState;
+
+/// The message of a caught panic: its `&str` or `String` payload.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "<non-string panic payload>".to_owned()
+    }
+}

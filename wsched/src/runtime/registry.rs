@@ -1,0 +1,84 @@
+//! The PID table: which processes exist, for routing messages and claiming results.
+//!
+//! Sharded so that spawns, sends and finishes on different workers rarely meet on a
+//! lock. A cell stays in the table from spawn until its result is handed out (to a
+//! join or wait) or, for detached processes, until it finishes.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use super::cell::ProcessCell;
+use crate::pid::Pid;
+use crate::sync::{Arc, Mutex};
+
+const SHARDS: usize = 64;
+
+/// PIDs are sequential integers: a multiplicative hash spreads them well enough and
+/// costs one multiplication instead of SipHash's rounds.
+#[derive(Default)]
+struct PidHasher(u64);
+
+impl Hasher for PidHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type Shard = HashMap<Pid, Arc<ProcessCell>, BuildHasherDefault<PidHasher>>;
+
+pub(crate) struct Registry {
+    shards: Box<[Mutex<Shard>]>,
+}
+
+impl Registry {
+    pub(crate) fn new() -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+        }
+    }
+
+    fn shard(&self, pid: Pid) -> &Mutex<Shard> {
+        &self.shards[(pid.as_u64() as usize) % SHARDS]
+    }
+
+    pub(crate) fn insert(&self, cell: Arc<ProcessCell>) {
+        self.shard(cell.pid()).lock().insert(cell.pid(), cell);
+    }
+
+    pub(crate) fn get(&self, pid: Pid) -> Option<Arc<ProcessCell>> {
+        self.shard(pid).lock().get(&pid).cloned()
+    }
+
+    pub(crate) fn remove(&self, pid: Pid) {
+        // Dropped outside the lock: the cell's last reference may go here.
+        let removed = self.shard(pid).lock().remove(&pid);
+        drop(removed);
+    }
+
+    /// Every cell in the table, shard by shard (not an atomic snapshot).
+    pub(crate) fn cells(&self) -> Vec<Arc<ProcessCell>> {
+        let mut all = Vec::new();
+        for shard in self.shards.iter() {
+            all.extend(shard.lock().values().cloned());
+        }
+        all
+    }
+
+    /// Forgets every cell (the scheduler is gone).
+    pub(crate) fn clear(&self) {
+        for shard in self.shards.iter() {
+            let removed = std::mem::take(&mut *shard.lock());
+            drop(removed);
+        }
+    }
+}

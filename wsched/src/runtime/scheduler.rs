@@ -1,0 +1,324 @@
+//! The public face of the runtime: [`Scheduler`] and [`Handle`].
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::builder::Builder;
+use super::metrics::{Metrics, ProcessInfo};
+use super::shared::Shared;
+use crate::error::{BuildError, JoinError, SendError, SpawnError};
+use crate::payload::{IntoPayloads, Payload};
+use crate::pid::Pid;
+use crate::process::Process;
+
+/// Runs processes on a pool of work-stealing worker threads.
+///
+/// ```
+/// use wsched::{Context, Events, InitError, Payloads, Process, Scheduler, Status, StepError, StepOutput};
+///
+/// /// Answers once, with its input doubled.
+/// struct Double(u64);
+///
+/// impl Process for Double {
+///     fn init(&mut self, _: Context, method: &str, input: Payloads) -> Result<(), InitError> {
+///         if method != "run" {
+///             return Err(InitError::unknown_method(method, &["run"]));
+///         }
+///         let n = input.into_iter().next().ok_or_else(|| InitError::failed("run takes one u64"))?;
+///         self.0 = n.downcast::<u64>().map_err(InitError::failed)?;
+///         Ok(())
+///     }
+///
+///     fn step(&mut self, _: Events<'_>, out: &mut StepOutput) -> Result<(), StepError> {
+///         out.set_status(Status::Done(wsched::Payload::new(self.0 * 2)));
+///         Ok(())
+///     }
+/// }
+///
+/// let scheduler = Scheduler::builder().workers(2).build()?;
+/// let pid = scheduler.spawn(Double(0), "run", (21_u64,))?;
+/// assert_eq!(scheduler.wait(pid)?.downcast::<u64>()?, 42);
+/// let report = scheduler.shutdown(std::time::Duration::from_secs(1));
+/// assert!(report.stopped.is_empty());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// Dropping a scheduler that was not shut down shuts it down with a zero timeout:
+/// live processes get a cancel and are stopped at once.
+pub struct Scheduler {
+    handle: Handle,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    report: Mutex<Option<ShutdownReport>>,
+}
+
+/// A cheap, cloneable reference to a scheduler, usable from any thread (handlers get
+/// one through [`Completer::handle`](crate::command::Completer::handle)).
+#[derive(Clone)]
+pub struct Handle {
+    shared: Arc<Shared>,
+}
+
+/// What [`Scheduler::shutdown`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Processes that were live when shutdown began, or spawned while it ran, and
+    /// finished on their own (with a result or an error) before the timeout.
+    pub finished: usize,
+    /// Processes still live at the timeout, stopped (closed without finishing),
+    /// sorted by PID. Their results are [`ProcessError::Stopped`](crate::ProcessError::Stopped).
+    pub stopped: Vec<Pid>,
+    /// How long the shutdown took.
+    pub elapsed: Duration,
+}
+
+impl Scheduler {
+    /// A builder with defaults: one worker per available core, the built-in
+    /// commands, no other handlers.
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    /// A scheduler with the default configuration.
+    ///
+    /// # Errors
+    /// [`BuildError::Thread`] if a thread cannot be started.
+    pub fn new() -> Result<Self, BuildError> {
+        Builder::new().build()
+    }
+
+    pub(crate) fn from_parts(shared: Arc<Shared>, threads: Vec<JoinHandle<()>>) -> Self {
+        Self {
+            handle: Handle { shared },
+            threads: Mutex::new(threads),
+            report: Mutex::new(None),
+        }
+    }
+
+    /// A handle to this scheduler.
+    pub fn handle(&self) -> Handle {
+        self.handle.clone()
+    }
+
+    /// See [`Handle::spawn`].
+    ///
+    /// # Errors
+    /// As [`Handle::spawn`].
+    pub fn spawn<P: Process>(
+        &self,
+        process: P,
+        method: &str,
+        input: impl IntoPayloads,
+    ) -> Result<Pid, SpawnError> {
+        self.handle.spawn(process, method, input)
+    }
+
+    /// See [`Handle::spawn_detached`].
+    ///
+    /// # Errors
+    /// As [`Handle::spawn`].
+    pub fn spawn_detached<P: Process>(
+        &self,
+        process: P,
+        method: &str,
+        input: impl IntoPayloads,
+    ) -> Result<Pid, SpawnError> {
+        self.handle.spawn_detached(process, method, input)
+    }
+
+    /// See [`Handle::send`].
+    ///
+    /// # Errors
+    /// As [`Handle::send`].
+    pub fn send<T: Any + Send>(&self, to: Pid, message: T) -> Result<(), SendError> {
+        self.handle.send(to, message)
+    }
+
+    /// See [`Handle::wait`].
+    ///
+    /// # Errors
+    /// As [`Handle::wait`].
+    pub fn wait(&self, pid: Pid) -> Result<Payload, JoinError> {
+        self.handle.wait(pid)
+    }
+
+    /// See [`Handle::wait_timeout`].
+    ///
+    /// # Errors
+    /// As [`Handle::wait_timeout`].
+    pub fn wait_timeout(&self, pid: Pid, timeout: Duration) -> Result<Payload, JoinError> {
+        self.handle.wait_timeout(pid, timeout)
+    }
+
+    /// See [`Handle::metrics`].
+    pub fn metrics(&self) -> Metrics {
+        self.handle.metrics()
+    }
+
+    /// See [`Handle::processes`].
+    pub fn processes(&self) -> Vec<ProcessInfo> {
+        self.handle.processes()
+    }
+
+    /// The number of worker threads.
+    pub fn workers(&self) -> usize {
+        self.handle.shared.workers
+    }
+
+    /// Shuts down: stops accepting spawns, sends [`Event::Cancel`](crate::Event::Cancel)
+    /// to every live process and lets them finish — they may keep running and
+    /// yielding while they clean up — until `timeout`; then stops the rest (closing
+    /// them without another step) and exits every worker thread.
+    ///
+    /// Returns within `timeout` plus the time the steps running at that moment take
+    /// to return (a step that never returns cannot be interrupted). Calling it again
+    /// returns the first report; afterwards [`spawn`](Self::spawn) fails with
+    /// [`SpawnError::ShuttingDown`], while results of finished processes can still be
+    /// claimed with [`wait`](Self::wait).
+    pub fn shutdown(&self, timeout: Duration) -> ShutdownReport {
+        let mut report = self.report.lock();
+        if let Some(report) = &*report {
+            return report.clone();
+        }
+        let shared = &self.handle.shared;
+        let started = Instant::now();
+        let metrics_before = shared.metrics();
+        shared.stop_accepting();
+        shared.cancel_all();
+        let stopped = if shared.wait_all_done(started + timeout) {
+            Vec::new()
+        } else {
+            shared.stop_all()
+        };
+        shared.terminate();
+        for thread in self.threads.lock().drain(..) {
+            // A worker only panics on a broken invariant; surface it.
+            if let Err(panic) = thread.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+        shared.release();
+        let metrics_after = shared.metrics();
+        let ended = |m: &Metrics| m.finished + m.failed;
+        let finished = ended(&metrics_after) - ended(&metrics_before);
+        let new = ShutdownReport {
+            finished: usize::try_from(finished).unwrap_or(usize::MAX),
+            stopped,
+            elapsed: started.elapsed(),
+        };
+        *report = Some(new.clone());
+        new
+    }
+}
+
+impl Drop for Scheduler {
+    fn drop(&mut self) {
+        self.shutdown(Duration::ZERO);
+        // Cells hold their processes' contexts, which point back at the shared state.
+        self.handle.shared.clear_registry();
+    }
+}
+
+impl fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scheduler")
+            .field("workers", &self.workers())
+            .field("live", &self.handle.shared.live())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Handle {
+    pub(crate) fn from_shared(shared: Arc<Shared>) -> Self {
+        Self { shared }
+    }
+
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
+    /// Spawns `process`, running its entry `method` with `input` (`()`, a tuple of
+    /// up to eight values, or [`Payloads`](crate::Payloads)). `init` runs on the
+    /// calling thread, so its errors come back here; the steps run on the workers.
+    /// The result is kept until claimed, once, by [`wait`](Self::wait) or a
+    /// [`Join`](crate::command::Join).
+    ///
+    /// # Errors
+    /// [`SpawnError::Init`] when `init` refuses the entry or its arguments (e.g. an
+    /// unknown method, listing the available ones), [`SpawnError::InitPanicked`] when
+    /// it panics, [`SpawnError::ShuttingDown`] after shutdown began.
+    pub fn spawn<P: Process>(
+        &self,
+        process: P,
+        method: &str,
+        input: impl IntoPayloads,
+    ) -> Result<Pid, SpawnError> {
+        self.shared
+            .spawn(None, Box::new(process), method, input.into_payloads(), false)
+    }
+
+    /// Like [`spawn`](Self::spawn), but the result is dropped when the process
+    /// finishes instead of being kept for a claim that will never come.
+    ///
+    /// # Errors
+    /// As [`spawn`](Self::spawn).
+    pub fn spawn_detached<P: Process>(
+        &self,
+        process: P,
+        method: &str,
+        input: impl IntoPayloads,
+    ) -> Result<Pid, SpawnError> {
+        self.shared
+            .spawn(None, Box::new(process), method, input.into_payloads(), true)
+    }
+
+    /// Sends `message` to `to` (with no sender PID). A process waiting for a message
+    /// is woken; one waiting for yields gets it at its next step.
+    ///
+    /// # Errors
+    /// [`SendError`] when `to` never existed or has finished; it gives the message
+    /// back.
+    pub fn send<T: Any + Send>(&self, to: Pid, message: T) -> Result<(), SendError> {
+        self.shared.send_message(None, to, Payload::new(message))
+    }
+
+    /// Blocks until `pid` finishes and returns its result (claiming it: a result is
+    /// handed out once).
+    ///
+    /// # Errors
+    /// [`JoinError::Failed`] when the process ended with an error; otherwise why the
+    /// result cannot be had (no such process, already claimed, detached).
+    pub fn wait(&self, pid: Pid) -> Result<Payload, JoinError> {
+        self.shared.wait(pid, None)
+    }
+
+    /// Like [`wait`](Self::wait), giving up after `timeout` with
+    /// [`JoinError::TimedOut`] (the result can then still be claimed later).
+    ///
+    /// # Errors
+    /// As [`wait`](Self::wait), plus [`JoinError::TimedOut`].
+    pub fn wait_timeout(&self, pid: Pid, timeout: Duration) -> Result<Payload, JoinError> {
+        self.shared.wait(pid, Some(timeout))
+    }
+
+    /// The scheduler's counters.
+    pub fn metrics(&self) -> Metrics {
+        self.shared.metrics()
+    }
+
+    /// Every live process: PID, state, entry, steps taken and where it waits.
+    pub fn processes(&self) -> Vec<ProcessInfo> {
+        self.shared.processes()
+    }
+}
+
+impl fmt::Debug for Handle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Handle").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,410 @@
+//! What all workers and handles share: spawning, sending, scheduling, finishing.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use super::cell::{Owned, ProcessCell, ResultWaiter};
+use super::idle::Idle;
+use super::metrics::{GlobalCounters, Metrics, ProcessInfo, WorkerCounters};
+use super::queue::inject::Inject;
+use super::queue::local::Steal;
+use super::registry::Registry;
+use super::{panic_message, worker};
+use crate::command::blocking::BlockingPool;
+use crate::command::handler::Handlers;
+use crate::command::timer::Timers;
+use crate::context::{Backend, Context};
+use crate::error::{JoinError, Phase, ProcessError, SendError, SendErrorKind, SpawnError};
+use crate::payload::{Payload, Payloads};
+use crate::pid::{Pid, PidAllocator};
+use crate::process::{Event, Message, Process};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use parking_lot::{Condvar, Mutex};
+
+/// What run queues hold.
+pub(crate) type Task = Arc<ProcessCell>;
+
+pub(crate) struct Shared {
+    /// A weak self-reference, so `&self` methods can hand out `Context`s.
+    me: Weak<Shared>,
+    pub(crate) workers: usize,
+    pub(crate) global_batch: usize,
+    pids: PidAllocator,
+    registry: Registry,
+    pub(crate) inject: Inject<Task>,
+    pub(crate) stealers: Box<[Steal<Task>]>,
+    pub(crate) idle: Idle,
+    pub(crate) counters: Box<[crossbeam_utils::CachePadded<WorkerCounters>]>,
+    pub(crate) globals: GlobalCounters,
+    pub(crate) handlers: Handlers,
+    pub(crate) blocking: Arc<BlockingPool>,
+    pub(crate) timers: Arc<Timers>,
+    /// Processes spawned and not yet ended.
+    live: AtomicUsize,
+    /// Signalled (under `done_lock`) when `live` drops to zero.
+    done_lock: Mutex<()>,
+    done: Condvar,
+    /// False once shutdown begins: spawns fail.
+    accepting: AtomicBool,
+    /// True once shutdown's timeout ran out: workers stop what they pick up.
+    stopping: AtomicBool,
+    /// True when workers must exit.
+    terminated: AtomicBool,
+    /// PIDs stopped by shutdown, by whoever stopped them.
+    stopped: Mutex<Vec<Pid>>,
+}
+
+pub(crate) struct SharedParts {
+    pub(crate) workers: usize,
+    pub(crate) global_batch: usize,
+    pub(crate) stealers: Box<[Steal<Task>]>,
+    pub(crate) handlers: Handlers,
+    pub(crate) blocking: Arc<BlockingPool>,
+    pub(crate) timers: Arc<Timers>,
+}
+
+impl Shared {
+    pub(crate) fn new(parts: SharedParts) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self {
+            me: me.clone(),
+            workers: parts.workers,
+            global_batch: parts.global_batch,
+            pids: PidAllocator::new(),
+            registry: Registry::new(),
+            inject: Inject::new(),
+            stealers: parts.stealers,
+            idle: Idle::new(parts.workers),
+            counters: (0..parts.workers).map(|_| Default::default()).collect(),
+            globals: GlobalCounters::default(),
+            handlers: parts.handlers,
+            blocking: parts.blocking,
+            timers: parts.timers,
+            live: AtomicUsize::new(0),
+            done_lock: Mutex::new(()),
+            done: Condvar::new(),
+            accepting: AtomicBool::new(true),
+            stopping: AtomicBool::new(false),
+            terminated: AtomicBool::new(false),
+            stopped: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn arc(&self) -> Arc<Shared> {
+        self.me
+            .upgrade()
+            .expect("the scheduler is alive while its methods run")
+    }
+
+    // ---- spawning -------------------------------------------------------------
+
+    /// Initialises `process` for `method` on the calling thread (so init errors are
+    /// returned to the caller), then registers and queues it.
+    pub(crate) fn spawn(
+        &self,
+        _parent: Option<Pid>,
+        mut process: Box<dyn Process>,
+        method: &str,
+        input: Payloads,
+        detached: bool,
+    ) -> Result<Pid, SpawnError> {
+        if !self.accepting.load(Ordering::SeqCst) {
+            return Err(SpawnError::ShuttingDown);
+        }
+        let pid = self.pids.next();
+        let context = Context::new(pid, self.arc());
+        let init = catch_unwind(AssertUnwindSafe(|| process.init(context, method, input)));
+        let failure = match init {
+            Ok(Ok(())) => None,
+            Ok(Err(error)) => Some(SpawnError::Init(error)),
+            Err(panic) => Some(SpawnError::InitPanicked {
+                message: panic_message(&*panic),
+            }),
+        };
+        if let Some(failure) = failure {
+            // `close` runs exactly once, however the process ended — here, at once.
+            let _ = close_body(process);
+            return Err(failure);
+        }
+
+        let cell = Arc::new(ProcessCell::new(pid, method, detached, process));
+        self.live.fetch_add(1, Ordering::SeqCst);
+        self.globals.spawned.fetch_add(1, Ordering::Relaxed);
+        self.registry.insert(cell.clone());
+        // Dekker with `shutdown`: it clears `accepting` and then cancels every cell it
+        // finds; a spawn that slipped past the first check and registered after that
+        // sweep sees the flag here and cancels itself.
+        if !self.accepting.load(Ordering::SeqCst) {
+            let _ = cell.push_event(Event::Cancel);
+        }
+        worker::schedule_new(self, cell);
+        Ok(pid)
+    }
+
+    // ---- events ---------------------------------------------------------------
+
+    /// Puts `event` into `cell`'s mailbox and queues the process if that woke it.
+    /// Gives the event back if the process has ended.
+    pub(crate) fn deliver(&self, cell: &Arc<ProcessCell>, event: Event) -> Result<(), Event> {
+        if cell.push_event(event)? {
+            worker::schedule_woken(self, cell.clone());
+        }
+        Ok(())
+    }
+
+    pub(crate) fn send_message(
+        &self,
+        from: Option<Pid>,
+        to: Pid,
+        payload: Payload,
+    ) -> Result<(), SendError> {
+        let Some(cell) = self.registry.get(to) else {
+            let kind = if self.pids.issued(to) {
+                SendErrorKind::Finished
+            } else {
+                SendErrorKind::NoSuchProcess
+            };
+            return Err(SendError::new(to, kind, payload));
+        };
+        self.deliver(&cell, Event::Message(Message { from, payload }))
+            .map_err(|event| match event {
+                Event::Message(message) => {
+                    SendError::new(to, SendErrorKind::Finished, message.payload)
+                }
+                _ => unreachable!("the message is handed back"),
+            })
+    }
+
+    // ---- results --------------------------------------------------------------
+
+    /// Claims `pid`'s result for `waiter` (called exactly once, see
+    /// [`ProcessCell::claim_result`]).
+    pub(crate) fn claim_result(&self, pid: Pid, waiter: ResultWaiter) {
+        match self.registry.get(pid) {
+            Some(cell) => {
+                if cell.claim_result(waiter) {
+                    self.registry.remove(pid);
+                }
+            }
+            // Issued but gone from the table: its result was handed out already, or
+            // it was detached and has finished.
+            None if self.pids.issued(pid) => waiter(Err(JoinError::AlreadyClaimed(pid))),
+            None => waiter(Err(JoinError::NoSuchProcess(pid))),
+        }
+    }
+
+    /// Blocks the calling thread until `pid` finishes (or `timeout` runs out).
+    pub(crate) fn wait(&self, pid: Pid, timeout: Option<Duration>) -> Result<Payload, JoinError> {
+        let slot: Arc<(Mutex<Option<Result<Payload, JoinError>>>, Condvar)> =
+            Arc::new((Mutex::new(None), Condvar::new()));
+        let filler = slot.clone();
+        self.claim_result(
+            pid,
+            Box::new(move |result| {
+                *filler.0.lock() = Some(result);
+                filler.1.notify_all();
+            }),
+        );
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut result = slot.0.lock();
+        loop {
+            if let Some(result) = result.take() {
+                return result;
+            }
+            match deadline {
+                None => slot.1.wait(&mut result),
+                Some(deadline) => {
+                    if slot.1.wait_until(&mut result, deadline).timed_out() && result.is_none() {
+                        drop(result);
+                        if let Some(cell) = self.registry.get(pid) {
+                            if cell.withdraw_waiter() {
+                                return Err(JoinError::TimedOut(pid));
+                            }
+                        }
+                        // The result is being handed to us right now: wait for it.
+                        result = slot.0.lock();
+                        while result.is_none() {
+                            slot.1.wait(&mut result);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    // ---- ending processes -----------------------------------------------------
+
+    /// Ends the process `owned` refers to: closes its mailbox, calls `close` (a panic
+    /// there turns the result into an error), publishes the result.
+    pub(crate) fn finish(&self, mut owned: Owned<'_>, mut result: Result<Payload, ProcessError>) {
+        let leftovers = owned.close_mailbox();
+        if let Some(body) = owned.with_body(Option::take) {
+            if let Err(message) = close_body(body) {
+                result = Err(ProcessError::Panicked {
+                    phase: Phase::Close,
+                    message,
+                });
+            }
+        }
+        // Unread events may hold user payloads whose drop could panic: keep that off
+        // the worker.
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(leftovers)));
+
+        match &result {
+            Ok(_) => self.globals.finished.fetch_add(1, Ordering::Relaxed),
+            Err(ProcessError::Stopped) => {
+                self.stopped.lock().push(owned.cell().pid());
+                self.globals.stopped.fetch_add(1, Ordering::Relaxed)
+            }
+            Err(_) => self.globals.failed.fetch_add(1, Ordering::Relaxed),
+        };
+        let pid = owned.cell().pid();
+        if owned.finish(result) {
+            self.registry.remove(pid);
+        }
+        if self.live.fetch_sub(1, Ordering::SeqCst) == 1 {
+            let _guard = self.done_lock.lock();
+            self.done.notify_all();
+        }
+    }
+
+    // ---- lifecycle ------------------------------------------------------------
+
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn is_terminated(&self) -> bool {
+        self.terminated.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn live(&self) -> usize {
+        self.live.load(Ordering::SeqCst)
+    }
+
+    /// Stops accepting spawns. Returns false if that had already happened.
+    pub(crate) fn stop_accepting(&self) -> bool {
+        self.accepting.swap(false, Ordering::SeqCst)
+    }
+
+    /// Sends a cancel to every live process; returns how many there were.
+    pub(crate) fn cancel_all(&self) -> usize {
+        let mut cancelled = 0;
+        for cell in self.registry.cells() {
+            if self.deliver(&cell, Event::Cancel).is_ok() {
+                cancelled += 1;
+            }
+        }
+        cancelled
+    }
+
+    /// Waits until no process is live or `deadline` passes; true if none is live.
+    pub(crate) fn wait_all_done(&self, deadline: Instant) -> bool {
+        let mut guard = self.done_lock.lock();
+        while self.live() > 0 {
+            if self.done.wait_until(&mut guard, deadline).timed_out() {
+                return self.live() == 0;
+            }
+        }
+        true
+    }
+
+    /// Stops every process still live: waiting ones here, queued or running ones by
+    /// their worker (which checks `stopping`). Returns the PIDs stopped.
+    pub(crate) fn stop_all(&self) -> Vec<Pid> {
+        self.stopping.store(true, Ordering::SeqCst);
+        loop {
+            for cell in self.registry.cells() {
+                if let Some(owned) = cell.claim_waiting() {
+                    self.finish(owned, Err(ProcessError::Stopped));
+                }
+            }
+            // Processes mid-step finish their step first; re-sweep shortly after,
+            // in case one went back to waiting between our sweep and its check.
+            if self.wait_all_done(Instant::now() + Duration::from_millis(1)) {
+                break;
+            }
+        }
+        let mut stopped = std::mem::take(&mut *self.stopped.lock());
+        stopped.sort_unstable();
+        stopped
+    }
+
+    /// Tells the workers to exit and wakes them all.
+    pub(crate) fn terminate(&self) {
+        self.terminated.store(true, Ordering::SeqCst);
+        self.idle.unpark_all();
+    }
+
+    /// Drops everything the scheduler still holds after its threads stopped.
+    pub(crate) fn release(&self) {
+        self.timers.shutdown();
+        self.blocking.shutdown();
+        drop(self.inject.drain_all());
+    }
+
+    // ---- observation ----------------------------------------------------------
+
+    pub(crate) fn metrics(&self) -> Metrics {
+        Metrics {
+            workers: self.counters.iter().map(|c| c.snapshot()).collect(),
+            spawned: self.globals.spawned.load(Ordering::Relaxed),
+            finished: self.globals.finished.load(Ordering::Relaxed),
+            failed: self.globals.failed.load(Ordering::Relaxed),
+            stopped: self.globals.stopped.load(Ordering::Relaxed),
+            live: self.live(),
+            global_queue: self.inject.len(),
+            pending_timers: self.timers.pending(),
+        }
+    }
+
+    pub(crate) fn processes(&self) -> Vec<ProcessInfo> {
+        let mut list: Vec<ProcessInfo> = self
+            .registry
+            .cells()
+            .into_iter()
+            .filter(|cell| !cell.is_done())
+            .map(|cell| ProcessInfo {
+                pid: cell.pid(),
+                state: cell.state(),
+                entry: cell.entry().to_owned(),
+                steps: cell.steps(),
+                suspended_at: cell.suspend_point(),
+            })
+            .collect();
+        list.sort_unstable_by_key(|info| info.pid);
+        list
+    }
+
+    /// Forgets all cells (the scheduler is being dropped).
+    pub(crate) fn clear_registry(&self) {
+        self.registry.clear();
+    }
+}
+
+/// Calls `close` and drops the body, catching a panic in either.
+fn close_body(mut body: Box<dyn Process>) -> Result<(), String> {
+    catch_unwind(AssertUnwindSafe(move || {
+        body.close();
+        drop(body);
+    }))
+    .map_err(|panic| panic_message(&*panic))
+}
+
+impl Backend for Shared {
+    fn spawn(
+        &self,
+        parent: Option<Pid>,
+        process: Box<dyn Process>,
+        method: &str,
+        input: Payloads,
+        detached: bool,
+    ) -> Result<Pid, SpawnError> {
+        Shared::spawn(self, parent, process, method, input, detached)
+    }
+
+    fn send(&self, from: Option<Pid>, to: Pid, payload: Payload) -> Result<(), SendError> {
+        self.send_message(from, to, payload)
+    }
+}

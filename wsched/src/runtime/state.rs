@@ -1,0 +1,265 @@
+//! The process state machine, packed into one atomic word.
+//!
+//! ```text
+//!            spawn                 worker pops it
+//!   ──────────────────▶ READY ─────────────────────▶ RUNNING ──▶ DONE
+//!                         ▲                             │
+//!                         │ completion / cancel         │ step says "waiting for yields"
+//!                         ├──────────────── WAITING_YIELDS ◀┤
+//!                         │ message / completion / cancel │
+//!                         └──────────────── WAITING_MESSAGE ◀┘ step says "waiting for a message"
+//! ```
+//!
+//! Invariants:
+//!
+//! * **One owner.** Exactly one party may touch a process's body: the one that moved
+//!   the word to RUNNING with a successful CAS (from READY, or — only when shutdown
+//!   stops a process — from a waiting state). It releases ownership with the CAS that
+//!   leaves RUNNING.
+//! * **One queue entry.** A process is in a run queue iff it is READY. Whoever moves
+//!   it to READY (a notifier waking it, or its worker re-queueing it) pushes it, once.
+//! * **No lost wake-up.** A producer first puts its event into the mailbox, then calls
+//!   [`State::notify`]. If the process is RUNNING, `notify` sets a *wake flag* for the
+//!   kind of event instead of queueing it; the worker's closing CAS
+//!   ([`State::finish_step`]) sees the flag and re-queues instead of sleeping. All of
+//!   these are read-modify-writes of one word, so in its modification order either the
+//!   flag lands before the closing CAS (which then sees it) or after it (and `notify`
+//!   sees the waiting state and wakes the process itself).
+//! * **Wake rules.** A process waiting for yields is woken by a completion or a
+//!   cancel, not by a message (the message waits in the mailbox for the next step); a
+//!   process waiting for a message is woken by anything.
+//! * DONE is final.
+
+use crate::sync::{AtomicU32, Ordering};
+
+const STATE_MASK: u32 = 0b111;
+const READY: u32 = 1;
+const RUNNING: u32 = 2;
+const WAITING_YIELDS: u32 = 3;
+const WAITING_MESSAGE: u32 = 4;
+const DONE: u32 = 5;
+
+const WOKEN_BY_COMPLETION: u32 = 1 << 3;
+const WOKEN_BY_MESSAGE: u32 = 1 << 4;
+const WOKEN_BY_CANCEL: u32 = 1 << 5;
+const FLAGS: u32 = WOKEN_BY_COMPLETION | WOKEN_BY_MESSAGE | WOKEN_BY_CANCEL;
+
+/// What kind of event a producer delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EventKind {
+    Completion,
+    Message,
+    Cancel,
+}
+
+impl EventKind {
+    fn flag(self) -> u32 {
+        match self {
+            Self::Completion => WOKEN_BY_COMPLETION,
+            Self::Message => WOKEN_BY_MESSAGE,
+            Self::Cancel => WOKEN_BY_CANCEL,
+        }
+    }
+}
+
+/// What a step asked for, as far as the state machine cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Suspend {
+    Yields,
+    Message,
+    Continue,
+}
+
+/// A snapshot of the state, for listings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProcessState {
+    /// Queued to run.
+    Ready,
+    /// Being stepped by a worker.
+    Running,
+    /// Waiting for completions of its yields.
+    WaitingForYields,
+    /// Waiting for a message.
+    WaitingForMessage,
+    /// Finished (its result may still be waiting to be claimed).
+    Done,
+}
+
+impl std::fmt::Display for ProcessState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Ready => "ready",
+            Self::Running => "running",
+            Self::WaitingForYields => "waiting for yields",
+            Self::WaitingForMessage => "waiting for a message",
+            Self::Done => "done",
+        })
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct State(AtomicU32);
+
+impl State {
+    /// A new process starts READY: the spawner queues it.
+    pub(crate) fn new_ready() -> Self {
+        Self(AtomicU32::new(READY))
+    }
+
+    pub(crate) fn snapshot(&self) -> ProcessState {
+        match self.0.load(Ordering::Acquire) & STATE_MASK {
+            READY => ProcessState::Ready,
+            RUNNING => ProcessState::Running,
+            WAITING_YIELDS => ProcessState::WaitingForYields,
+            WAITING_MESSAGE => ProcessState::WaitingForMessage,
+            _ => ProcessState::Done,
+        }
+    }
+
+    /// Records that an event of `kind` is in the mailbox. Returns `true` when the
+    /// caller moved the process to READY and must now queue it.
+    pub(crate) fn notify(&self, kind: EventKind) -> bool {
+        let mut current = self.0.load(Ordering::Acquire);
+        loop {
+            let next = match current & STATE_MASK {
+                RUNNING if current & kind.flag() != 0 => return false,
+                RUNNING => current | kind.flag(),
+                WAITING_YIELDS if kind == EventKind::Message => return false,
+                WAITING_YIELDS | WAITING_MESSAGE => READY,
+                // READY: already queued, the next step drains the mailbox.
+                // DONE: nobody will read it; the mailbox was closed first.
+                _ => return false,
+            };
+            // AcqRel: the successful CAS publishes the mailbox push (release) and the
+            // queueing that follows must see the worker's last writes (acquire).
+            match self
+                .0
+                .compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return next == READY,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// READY → RUNNING, by the worker that popped the process. Returns false if the
+    /// process was not READY (a broken invariant; the caller skips it).
+    pub(crate) fn start_running(&self) -> bool {
+        self.0
+            .compare_exchange(READY, RUNNING, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Leaves RUNNING after a step. Returns `true` when the process is READY again
+    /// (it asked to continue, or an event that wakes it arrived during the step) and
+    /// the worker must queue it; `false` when it now waits.
+    pub(crate) fn finish_step(&self, suspend: Suspend) -> bool {
+        let mut current = self.0.load(Ordering::Acquire);
+        loop {
+            debug_assert_eq!(current & STATE_MASK, RUNNING, "finish_step by a non-owner");
+            let flags = current & FLAGS;
+            let next = match suspend {
+                Suspend::Continue => READY,
+                Suspend::Yields if flags & (WOKEN_BY_COMPLETION | WOKEN_BY_CANCEL) != 0 => READY,
+                Suspend::Yields => WAITING_YIELDS,
+                Suspend::Message if flags != 0 => READY,
+                Suspend::Message => WAITING_MESSAGE,
+            };
+            // Release: the step's writes to the body must be visible to the next owner.
+            match self
+                .0
+                .compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return next == READY,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// Takes ownership of a waiting process (shutdown stopping it). Returns false if
+    /// it is not waiting: then it is queued or running and its worker stops it.
+    pub(crate) fn claim_waiting(&self) -> bool {
+        let mut current = self.0.load(Ordering::SeqCst);
+        loop {
+            match current & STATE_MASK {
+                WAITING_YIELDS | WAITING_MESSAGE => {}
+                _ => return false,
+            }
+            match self
+                .0
+                .compare_exchange(current, RUNNING, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => return true,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// RUNNING → DONE, by the owner, after the mailbox was closed.
+    pub(crate) fn set_done(&self) {
+        let previous = self.0.swap(DONE, Ordering::AcqRel);
+        debug_assert_eq!(previous & STATE_MASK, RUNNING, "set_done by a non-owner");
+    }
+
+    pub(crate) fn is_done(&self) -> bool {
+        self.0.load(Ordering::Acquire) & STATE_MASK == DONE
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_does_not_wake_a_process_waiting_for_yields() {
+        let s = State::new_ready();
+        assert!(s.start_running());
+        assert!(!s.finish_step(Suspend::Yields));
+        assert!(!s.notify(EventKind::Message));
+        assert_eq!(s.snapshot(), ProcessState::WaitingForYields);
+        assert!(s.notify(EventKind::Completion));
+        assert_eq!(s.snapshot(), ProcessState::Ready);
+        // Already queued: a second event does not queue it twice.
+        assert!(!s.notify(EventKind::Completion));
+    }
+
+    #[test]
+    fn anything_wakes_a_process_waiting_for_a_message() {
+        for kind in [EventKind::Message, EventKind::Completion, EventKind::Cancel] {
+            let s = State::new_ready();
+            assert!(s.start_running());
+            assert!(!s.finish_step(Suspend::Message));
+            assert!(s.notify(kind), "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn events_during_a_step_set_the_wake_flag() {
+        let s = State::new_ready();
+        assert!(s.start_running());
+        assert!(!s.notify(EventKind::Message));
+        // A message flag does not keep a process waiting for yields awake...
+        assert!(!s.finish_step(Suspend::Yields));
+        assert!(s.notify(EventKind::Cancel));
+        assert!(s.start_running());
+        assert!(!s.notify(EventKind::Completion));
+        // ...a completion flag does, and the flags are cleared by the transition.
+        assert!(s.finish_step(Suspend::Yields));
+        assert!(s.start_running());
+        assert!(!s.finish_step(Suspend::Yields));
+    }
+
+    #[test]
+    fn done_is_final_and_claims_only_take_waiting_processes() {
+        let s = State::new_ready();
+        assert!(!s.claim_waiting());
+        assert!(s.start_running());
+        assert!(!s.finish_step(Suspend::Message));
+        assert!(s.claim_waiting());
+        s.set_done();
+        assert!(s.is_done());
+        assert!(!s.notify(EventKind::Message));
+        assert!(!s.start_running());
+        assert!(!s.claim_waiting());
+    }
+}
