@@ -87,9 +87,12 @@ impl Command for Join {
 /// The scheduler's own handlers for the built-in commands.
 pub(crate) fn registrations(timers: std::sync::Arc<super::timer::Timers>) -> Vec<Registration> {
     vec![
-        Registration::new(Placement::Worker, move |Sleep(duration), done: Completer<Sleep>| {
-            timers.sleep(duration, done.into_raw());
-        })
+        Registration::new(
+            Placement::Worker,
+            move |Sleep(duration), done: Completer<Sleep>| {
+                timers.sleep(duration, done.into_raw());
+            },
+        )
         .builtin(),
         Registration::new(Placement::Worker, |spawn: Spawn, done: Completer<Spawn>| {
             let spawned = done.handle().shared().spawn(

@@ -101,7 +101,12 @@ thread_local! {
 }
 
 impl RawCompleter {
-    pub(crate) fn new(handle: Handle, cell: Arc<ProcessCell>, tag: Tag, command: &'static str) -> Self {
+    pub(crate) fn new(
+        handle: Handle,
+        cell: Arc<ProcessCell>,
+        tag: Tag,
+        command: &'static str,
+    ) -> Self {
         Self {
             handle,
             cell,
@@ -168,9 +173,12 @@ impl RawCompleter {
 pub(crate) fn catch_panics(call: impl FnOnce()) -> Option<String> {
     let previous = UNWOUND.with(|slot| slot.borrow_mut().replace(Vec::new()));
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call));
-    let unwound = UNWOUND.with(|slot| std::mem::replace(&mut *slot.borrow_mut(), previous))
+    let unwound = UNWOUND
+        .with(|slot| std::mem::replace(&mut *slot.borrow_mut(), previous))
         .unwrap_or_default();
-    let message = outcome.err().map(|panic| crate::runtime::panic_message(&*panic));
+    let message = outcome
+        .err()
+        .map(|panic| crate::runtime::panic_message(&*panic));
     for completer in unwound {
         let command = completer.command;
         let error = match &message {

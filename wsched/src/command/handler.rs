@@ -4,7 +4,6 @@
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 
-
 use super::blocking::BlockingPool;
 use super::completer::{catch_panics, Completer, RawCompleter};
 use crate::command::Command;

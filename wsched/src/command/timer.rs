@@ -81,7 +81,10 @@ impl Timers {
         }
         let seq = wheel.next_seq;
         wheel.next_seq += 1;
-        let is_earliest = wheel.heap.peek().is_none_or(|first| deadline < first.deadline);
+        let is_earliest = wheel
+            .heap
+            .peek()
+            .is_none_or(|first| deadline < first.deadline);
         wheel.heap.push(Timer {
             deadline,
             seq,

@@ -132,7 +132,8 @@ impl Builder {
             Some(n) => n,
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
-        let timers = Timers::start(format!("{}-timer", self.thread_name)).map_err(BuildError::Thread)?;
+        let timers =
+            Timers::start(format!("{}-timer", self.thread_name)).map_err(BuildError::Thread)?;
         let mut registrations = builtin_registrations(timers.clone());
         registrations.extend(self.registrations);
         let handlers = match Handlers::new(registrations) {

@@ -135,7 +135,9 @@ impl ProcessCell {
         }
         let mut outcome = self.outcome.lock();
         match &mut *outcome {
-            Outcome::Pending { waiter: slot @ None } => {
+            Outcome::Pending {
+                waiter: slot @ None,
+            } => {
                 *slot = Some(waiter);
                 false
             }

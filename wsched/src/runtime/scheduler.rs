@@ -14,7 +14,7 @@ use super::shared::Shared;
 use crate::error::{BuildError, JoinError, SendError, SpawnError};
 use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
-use crate::process::Process;
+use crate::process::IntoProcess;
 
 /// Runs processes on a pool of work-stealing worker threads.
 ///
@@ -109,7 +109,7 @@ impl Scheduler {
     ///
     /// # Errors
     /// As [`Handle::spawn`].
-    pub fn spawn<P: Process>(
+    pub fn spawn<P: IntoProcess>(
         &self,
         process: P,
         method: &str,
@@ -122,7 +122,7 @@ impl Scheduler {
     ///
     /// # Errors
     /// As [`Handle::spawn`].
-    pub fn spawn_detached<P: Process>(
+    pub fn spawn_detached<P: IntoProcess>(
         &self,
         process: P,
         method: &str,
@@ -252,14 +252,19 @@ impl Handle {
     /// [`SpawnError::Init`] when `init` refuses the entry or its arguments (e.g. an
     /// unknown method, listing the available ones), [`SpawnError::InitPanicked`] when
     /// it panics, [`SpawnError::ShuttingDown`] after shutdown began.
-    pub fn spawn<P: Process>(
+    pub fn spawn<P: IntoProcess>(
         &self,
         process: P,
         method: &str,
         input: impl IntoPayloads,
     ) -> Result<Pid, SpawnError> {
-        self.shared
-            .spawn(None, Box::new(process), method, input.into_payloads(), false)
+        self.shared.spawn(
+            None,
+            Box::new(process.into_process()),
+            method,
+            input.into_payloads(),
+            false,
+        )
     }
 
     /// Like [`spawn`](Self::spawn), but the result is dropped when the process
@@ -267,14 +272,19 @@ impl Handle {
     ///
     /// # Errors
     /// As [`spawn`](Self::spawn).
-    pub fn spawn_detached<P: Process>(
+    pub fn spawn_detached<P: IntoProcess>(
         &self,
         process: P,
         method: &str,
         input: impl IntoPayloads,
     ) -> Result<Pid, SpawnError> {
-        self.shared
-            .spawn(None, Box::new(process), method, input.into_payloads(), true)
+        self.shared.spawn(
+            None,
+            Box::new(process.into_process()),
+            method,
+            input.into_payloads(),
+            true,
+        )
     }
 
     /// Sends `message` to `to` (with no sender PID). A process waiting for a message

@@ -259,13 +259,15 @@ impl Shared {
             }
             Err(_) => self.globals.failed.fetch_add(1, Ordering::Relaxed),
         };
-        let pid = owned.cell().pid();
-        if owned.finish(result) {
-            self.registry.remove(pid);
-        }
+        // Counted as ended before the result is published, so whoever receives the
+        // result sees consistent metrics.
         if self.live.fetch_sub(1, Ordering::SeqCst) == 1 {
             let _guard = self.done_lock.lock();
             self.done.notify_all();
+        }
+        let pid = owned.cell().pid();
+        if owned.finish(result) {
+            self.registry.remove(pid);
         }
     }
 

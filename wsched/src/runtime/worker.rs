@@ -317,7 +317,9 @@ fn run_task(handle: &Handle, task: Task, events: &mut Vec<Event>, out: &mut Step
     owned.take_events(events);
     out.clear();
     let stepped = owned.with_body(|body| {
-        let body = body.as_mut().expect("a process that has not ended has a body");
+        let body = body
+            .as_mut()
+            .expect("a process that has not ended has a body");
         catch_unwind(AssertUnwindSafe(|| body.step(Events::new(events), out)))
     });
     events.clear();
@@ -347,9 +349,7 @@ fn run_task(handle: &Handle, task: Task, events: &mut Vec<Event>, out: &mut Step
     // Yields go out in order, after the step, before the state changes: a handler
     // that completes at once sets the wake-up flag and the process runs again here.
     for y in out.drain_yields() {
-        shared
-            .handlers
-            .dispatch(handle, &shared.blocking, &task, y);
+        shared.handlers.dispatch(handle, &shared.blocking, &task, y);
     }
 
     let suspend = match status {

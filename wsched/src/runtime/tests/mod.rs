@@ -1,0 +1,8 @@
+//! Tests of crate-private runtime parts: loom models and stress tests.
+
+#[cfg(not(loom))]
+mod local_queue_props;
+#[cfg(not(loom))]
+mod local_queue_stress;
+#[cfg(loom)]
+mod loom_local_queue;

@@ -1,0 +1,154 @@
+//! Hand-written processes shared by the runtime's integration tests.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use wsched::{
+    Context, Event, Events, InitError, Payload, Payloads, Process, Status, StepError, StepOutput,
+};
+
+/// What a scripted step gets: the context, this step's events, the output.
+pub type StepFn =
+    Box<dyn FnMut(&Context, Vec<Event>, &mut StepOutput) -> Result<(), StepError> + Send>;
+
+/// A process whose single entry `run` is a closure over its events, counting how
+/// many times `close` ran.
+pub struct Scripted {
+    ctx: Option<Context>,
+    step: StepFn,
+    pub closes: Arc<AtomicUsize>,
+}
+
+impl Scripted {
+    pub fn new(
+        step: impl FnMut(&Context, Vec<Event>, &mut StepOutput) -> Result<(), StepError>
+            + Send
+            + 'static,
+    ) -> Self {
+        Self {
+            ctx: None,
+            step: Box::new(step),
+            closes: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    pub fn closes(&self) -> Arc<AtomicUsize> {
+        self.closes.clone()
+    }
+}
+
+impl Process for Scripted {
+    fn init(&mut self, ctx: Context, method: &str, _input: Payloads) -> Result<(), InitError> {
+        if method != "run" {
+            return Err(InitError::unknown_method(method, &["run"]));
+        }
+        self.ctx = Some(ctx);
+        Ok(())
+    }
+
+    fn step(&mut self, events: Events<'_>, out: &mut StepOutput) -> Result<(), StepError> {
+        let ctx = self.ctx.as_ref().expect("init ran");
+        (self.step)(ctx, events.collect(), out)
+    }
+
+    fn close(&mut self) {
+        self.closes.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Answers every message with the same payload, back to its sender; finishes with
+/// the number of messages answered when it receives the string "stop".
+pub struct Echo {
+    ctx: Option<Context>,
+    answered: u64,
+}
+
+impl Echo {
+    pub fn new() -> Self {
+        Self {
+            ctx: None,
+            answered: 0,
+        }
+    }
+}
+
+impl Process for Echo {
+    fn init(&mut self, ctx: Context, method: &str, _input: Payloads) -> Result<(), InitError> {
+        match method {
+            "serve" => {
+                self.ctx = Some(ctx);
+                Ok(())
+            }
+            _ => Err(InitError::unknown_method(method, &["serve"])),
+        }
+    }
+
+    fn step(&mut self, events: Events<'_>, out: &mut StepOutput) -> Result<(), StepError> {
+        let ctx = self.ctx.as_ref().expect("init ran");
+        for event in events {
+            match event {
+                Event::Message(m) if m.payload.downcast_ref::<&str>() == Some(&"stop") => {
+                    out.set_status(Status::Done(Payload::new(self.answered)));
+                    return Ok(());
+                }
+                Event::Message(m) => {
+                    if let Some(from) = m.from {
+                        ctx.send(from, m.payload).map_err(StepError::new)?;
+                    }
+                    self.answered += 1;
+                }
+                Event::Cancel => {
+                    out.set_status(Status::Done(Payload::new(self.answered)));
+                    return Ok(());
+                }
+                Event::Completion(_) => {}
+            }
+        }
+        out.set_status(Status::WaitingForMessage);
+        Ok(())
+    }
+}
+
+/// Never finishes on its own: ignores cancels and waits for messages forever.
+pub struct Stubborn;
+
+impl Process for Stubborn {
+    fn init(&mut self, _: Context, _: &str, _: Payloads) -> Result<(), InitError> {
+        Ok(())
+    }
+
+    fn step(&mut self, _: Events<'_>, out: &mut StepOutput) -> Result<(), StepError> {
+        out.set_status(Status::WaitingForMessage);
+        Ok(())
+    }
+}
+
+/// Finishes at once with its single `u64` input, or fails if told to.
+pub struct Answer(pub u64);
+
+impl Process for Answer {
+    fn init(&mut self, _: Context, method: &str, input: Payloads) -> Result<(), InitError> {
+        match method {
+            "run" => {
+                if let Some(p) = input.into_iter().next() {
+                    self.0 = p.downcast::<u64>().map_err(InitError::failed)?;
+                }
+                Ok(())
+            }
+            "fail" => {
+                self.0 = u64::MAX;
+                Ok(())
+            }
+            _ => Err(InitError::unknown_method(method, &["run", "fail"])),
+        }
+    }
+
+    fn step(&mut self, _: Events<'_>, out: &mut StepOutput) -> Result<(), StepError> {
+        if self.0 == u64::MAX {
+            return Err(StepError::new("told to fail"));
+        }
+        out.set_status(Status::Done(Payload::new(self.0)));
+        Ok(())
+    }
+}
