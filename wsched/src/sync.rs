@@ -57,7 +57,10 @@ mod imp {
     /// loom's mutex behind `parking_lot`'s API (no poisoning, `lock()` returns the guard).
     #[derive(Debug, Default)]
     pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
-    pub(crate) type MutexGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
+
+    /// The guard keeps loom's guard in an `Option` so that [`Condvar::wait`] can pass
+    /// it through loom's by-value API behind parking_lot's by-reference one.
+    pub(crate) struct MutexGuard<'a, T>(Option<loom::sync::MutexGuard<'a, T>>);
 
     impl<T> Mutex<T> {
         pub(crate) fn new(value: T) -> Self {
@@ -65,9 +68,24 @@ mod imp {
         }
 
         pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
-            self.0
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
+            MutexGuard(Some(
+                self.0
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner()),
+            ))
+        }
+    }
+
+    impl<T> std::ops::Deref for MutexGuard<'_, T> {
+        type Target = T;
+        fn deref(&self) -> &T {
+            self.0.as_ref().expect("guard is held")
+        }
+    }
+
+    impl<T> std::ops::DerefMut for MutexGuard<'_, T> {
+        fn deref_mut(&mut self) -> &mut T {
+            self.0.as_mut().expect("guard is held")
         }
     }
 
@@ -81,13 +99,14 @@ mod imp {
         }
 
         pub(crate) fn wait<T>(&self, guard: &mut MutexGuard<'_, T>) {
-            // loom's API consumes the guard; parking_lot's borrows it. Swap through a
-            // temporary so callers are written once.
-            replace_with(guard, |g| {
+            let inner = guard.0.take().expect("guard is held");
+            // If loom panics inside `wait` (it reports deadlocks that way) the guard
+            // stays empty, which is fine: the test is failing anyway.
+            guard.0 = Some(
                 self.0
-                    .wait(g)
-                    .unwrap_or_else(|poisoned| poisoned.into_inner())
-            });
+                    .wait(inner)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner()),
+            );
         }
 
         pub(crate) fn notify_one(&self) -> bool {
@@ -98,26 +117,6 @@ mod imp {
         pub(crate) fn notify_all(&self) -> usize {
             self.0.notify_all();
             0
-        }
-    }
-
-    fn replace_with<T>(slot: &mut T, f: impl FnOnce(T) -> T) {
-        // SAFETY: `slot` is read out and written back before anyone can observe it; if
-        // `f` panics the process aborts (loom treats panics as test failures anyway), so
-        // the moved-out value is never observed twice.
-        unsafe {
-            let old = std::ptr::read(slot);
-            let guard = AbortOnUnwind;
-            let new = f(old);
-            std::mem::forget(guard);
-            std::ptr::write(slot, new);
-        }
-    }
-
-    struct AbortOnUnwind;
-    impl Drop for AbortOnUnwind {
-        fn drop(&mut self) {
-            std::process::abort();
         }
     }
 

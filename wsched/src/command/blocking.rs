@@ -124,7 +124,6 @@ impl BlockingPool {
     }
 
     /// Threads alive right now.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn threads(&self) -> usize {
         self.state.lock().threads
     }

@@ -166,12 +166,6 @@ impl Idle {
             parker.unpark();
         }
     }
-
-    /// How many workers are parked right now (for tests and listings).
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub(crate) fn parked(&self) -> usize {
-        self.workers - unparked(self.state.load(Ordering::SeqCst))
-    }
 }
 
 impl Parker {

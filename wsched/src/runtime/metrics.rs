@@ -100,6 +100,9 @@ pub struct Metrics {
     pub global_queue: usize,
     /// Timers pending.
     pub pending_timers: usize,
+    /// Threads of the blocking pool alive right now (idle ones retire after the
+    /// keep-alive).
+    pub blocking_threads: usize,
 }
 
 impl Metrics {

@@ -9,7 +9,9 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use super::cell::ProcessCell;
 use crate::pid::Pid;
-use crate::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 const SHARDS: usize = 64;
 

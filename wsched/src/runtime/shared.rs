@@ -358,6 +358,7 @@ impl Shared {
             live: self.live(),
             global_queue: self.inject.len(),
             pending_timers: self.timers.pending(),
+            blocking_threads: self.blocking.threads(),
         }
     }
 

@@ -1,0 +1,199 @@
+//! loom models of the process state machine together with its mailbox.
+//!
+//! Run with `RUSTFLAGS="--cfg loom" cargo test -p wsched --release --lib runtime::tests::loom`.
+
+use crate::context::Context;
+use crate::error::{InitError, StepError};
+use crate::payload::{Payload, Payloads};
+use crate::pid::Pid;
+use crate::process::{Completion, Event, Events, Message, Process, StepOutput, Tag};
+use crate::runtime::cell::ProcessCell;
+use crate::runtime::state::{ProcessState, Suspend};
+use crate::sync::{Arc, AtomicUsize, Ordering};
+
+struct Inert;
+
+impl Process for Inert {
+    fn init(&mut self, _: Context, _: &str, _: Payloads) -> Result<(), InitError> {
+        Ok(())
+    }
+
+    fn step(&mut self, _: Events<'_>, _: &mut StepOutput) -> Result<(), StepError> {
+        Ok(())
+    }
+}
+
+fn cell() -> ProcessCell {
+    ProcessCell::new(Pid::from_raw(1), "run", false, Box::new(Inert))
+}
+
+fn completion() -> Event {
+    Event::Completion(Completion {
+        tag: Tag(1),
+        result: Ok(Payload::unit()),
+    })
+}
+
+fn message() -> Event {
+    Event::Message(Message {
+        from: None,
+        payload: Payload::unit(),
+    })
+}
+
+/// Steps the process once on the current thread: takes its events, then suspends
+/// with `suspend`. Returns (events seen by the step, whether it must be re-queued).
+fn run_step(cell: &ProcessCell, suspend: Suspend) -> (usize, bool) {
+    let mut owned = cell.start_running().expect("the process was READY");
+    let mut events = Vec::new();
+    owned.take_events(&mut events);
+    let seen = events.len();
+    owned.with_body(|body| assert!(body.is_some()));
+    (seen, owned.finish_step(suspend))
+}
+
+/// Drains what is left in the mailbox (as the next step would see it).
+fn leftover_events(cell: &ProcessCell) -> usize {
+    let mut owned = cell.start_running().expect("READY");
+    let mut events = Vec::new();
+    owned.take_events(&mut events);
+    let _ = owned.finish_step(Suspend::Yields);
+    events.len()
+}
+
+#[test]
+fn completion_while_running_queues_the_process_exactly_once() {
+    loom::model(|| {
+        let cell = Arc::new(cell());
+        let queued = Arc::new(AtomicUsize::new(0));
+        let handler = {
+            let (cell, queued) = (cell.clone(), queued.clone());
+            loom::thread::spawn(move || {
+                if cell.push_event(completion()).expect("mailbox open") {
+                    queued.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        };
+        let (seen, requeue) = run_step(&cell, Suspend::Yields);
+        if requeue {
+            queued.fetch_add(1, Ordering::SeqCst);
+        }
+        handler.join().unwrap();
+        if seen == 1 {
+            // Consumed by the step: at most a harmless spurious re-queue.
+            assert!(queued.load(Ordering::SeqCst) <= 1);
+        } else {
+            // Not consumed: the process must be queued, exactly once.
+            assert_eq!(queued.load(Ordering::SeqCst), 1);
+            assert_eq!(cell.state(), ProcessState::Ready);
+            assert_eq!(leftover_events(&cell), 1);
+        }
+    });
+}
+
+#[test]
+fn message_racing_the_move_to_waiting_for_a_message_is_not_lost() {
+    loom::model(|| {
+        let cell = Arc::new(cell());
+        let queued = Arc::new(AtomicUsize::new(0));
+        let sender = {
+            let (cell, queued) = (cell.clone(), queued.clone());
+            loom::thread::spawn(move || {
+                if cell.push_event(message()).expect("mailbox open") {
+                    queued.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        };
+        let (seen, requeue) = run_step(&cell, Suspend::Message);
+        if requeue {
+            queued.fetch_add(1, Ordering::SeqCst);
+        }
+        sender.join().unwrap();
+        if seen == 0 {
+            assert_eq!(queued.load(Ordering::SeqCst), 1);
+            assert_eq!(leftover_events(&cell), 1);
+        } else {
+            assert!(queued.load(Ordering::SeqCst) <= 1);
+        }
+    });
+}
+
+#[test]
+fn a_message_does_not_wake_a_process_waiting_for_yields() {
+    loom::model(|| {
+        let cell = Arc::new(cell());
+        let sender = {
+            let cell = cell.clone();
+            loom::thread::spawn(move || cell.push_event(message()).expect("mailbox open"))
+        };
+        let (seen, requeue) = run_step(&cell, Suspend::Yields);
+        let woke = sender.join().unwrap();
+        assert!(!woke, "a message never queues a process waiting for yields");
+        assert!(!requeue);
+        assert_eq!(cell.state(), ProcessState::WaitingForYields);
+        // Not lost either: a completion wakes it and the message is still there.
+        assert!(cell.push_event(completion()).unwrap());
+        assert_eq!(leftover_events(&cell), 2 - seen);
+    });
+}
+
+#[test]
+fn cancel_and_completion_racing_queue_a_waiting_process_once() {
+    loom::model(|| {
+        let cell = Arc::new(cell());
+        let (_, requeue) = run_step(&cell, Suspend::Yields);
+        assert!(!requeue);
+        let queued = Arc::new(AtomicUsize::new(0));
+        let producers: Vec<_> = [completion(), Event::Cancel]
+            .into_iter()
+            .map(|event| {
+                let (cell, queued) = (cell.clone(), queued.clone());
+                loom::thread::spawn(move || {
+                    if cell.push_event(event).expect("mailbox open") {
+                        queued.fetch_add(1, Ordering::SeqCst);
+                    }
+                })
+            })
+            .collect();
+        for p in producers {
+            p.join().unwrap();
+        }
+        assert_eq!(queued.load(Ordering::SeqCst), 1);
+        assert_eq!(leftover_events(&cell), 2);
+    });
+}
+
+#[test]
+fn shutdown_stop_racing_a_completion_ends_the_process_exactly_once() {
+    loom::model(|| {
+        let cell = Arc::new(cell());
+        let (_, requeue) = run_step(&cell, Suspend::Yields);
+        assert!(!requeue);
+        let endings = Arc::new(AtomicUsize::new(0));
+        let end = |cell: &ProcessCell, owned: crate::runtime::cell::Owned<'_>| {
+            let mut owned = owned;
+            drop(owned.close_mailbox());
+            let _ = cell;
+            owned.finish(Err(crate::error::ProcessError::Stopped));
+        };
+        let completer = {
+            let (cell, endings) = (cell.clone(), endings.clone());
+            loom::thread::spawn(move || {
+                // A worker that was handed the woken process stops it (shutdown is on).
+                if let Ok(true) = cell.push_event(completion()) {
+                    if let Some(owned) = cell.start_running() {
+                        end(&cell, owned);
+                        endings.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            })
+        };
+        if let Some(owned) = cell.claim_waiting() {
+            end(&cell, owned);
+            endings.fetch_add(1, Ordering::SeqCst);
+        }
+        completer.join().unwrap();
+        assert_eq!(endings.load(Ordering::SeqCst), 1);
+        assert_eq!(cell.state(), ProcessState::Done);
+    });
+}
