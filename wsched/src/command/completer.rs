@@ -127,6 +127,28 @@ impl RawCompleter {
         // "completion after the process ended is ignored".
         let _ = self.handle.shared().deliver(&self.cell, event);
     }
+
+    /// Like [`deliver`](Self::deliver), but a process this wakes is added to `woken`
+    /// instead of being queued, so a batch of completions (timers firing together)
+    /// is queued with one lock and one wake-up (`Shared::schedule_batch`).
+    pub(crate) fn deliver_deferred(
+        mut self,
+        result: Result<Payload, YieldError>,
+        woken: &mut Vec<Arc<ProcessCell>>,
+    ) {
+        self.armed = false;
+        let event = Event::Completion(Completion {
+            tag: self.tag,
+            result,
+        });
+        if let Ok(true) = self.cell.push_event(event) {
+            woken.push(self.cell.clone());
+        }
+    }
+
+    pub(crate) fn handle(&self) -> &Handle {
+        &self.handle
+    }
 }
 
 impl Drop for RawCompleter {

@@ -23,7 +23,7 @@ mod idle;
 mod metrics;
 mod registry;
 mod scheduler;
-mod shared;
+pub(crate) mod shared;
 mod state;
 mod worker;
 

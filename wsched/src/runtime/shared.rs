@@ -8,7 +8,7 @@ use super::cell::{Owned, ProcessCell, ResultWaiter};
 use super::idle::Idle;
 use super::metrics::{GlobalCounters, Metrics, ProcessInfo, WorkerCounters};
 use super::queue::inject::Inject;
-use super::queue::local::Steal;
+use super::queue::local::{Overflow, Steal};
 use super::registry::Registry;
 use super::{panic_message, worker};
 use crate::command::blocking::BlockingPool;
@@ -151,6 +151,17 @@ impl Shared {
             worker::schedule_woken(self, cell.clone());
         }
         Ok(())
+    }
+
+    /// Queues processes woken together from outside the workers (e.g. by timers
+    /// firing at once): one lock on the global queue and one wake-up, which the
+    /// woken worker passes on if there is more to do. Leaves `woken` empty.
+    pub(crate) fn schedule_batch(&self, woken: &mut Vec<Arc<ProcessCell>>) {
+        if woken.is_empty() {
+            return;
+        }
+        self.inject.push_batch(woken.drain(..));
+        self.idle.notify_one();
     }
 
     pub(crate) fn send_message(

@@ -243,11 +243,12 @@ impl Core {
         let stride = coprimes[((random >> 32) as usize) % coprimes.len()];
         for _ in 0..workers {
             if victim != self.index {
-                let before = self.local.len();
-                if let Some(task) = shared.stealers[victim].steal_half_into(&mut self.local) {
+                if let Some((task, taken)) =
+                    shared.stealers[victim].steal_half_into_counted(&mut self.local)
+                {
                     let counters = &shared.counters[self.index];
                     counters.steals.add(1);
-                    counters.stolen.add((self.local.len() - before + 1) as u64);
+                    counters.stolen.add(taken as u64);
                     return Some(task);
                 }
             }

@@ -45,7 +45,8 @@ impl<T> Inject<T> {
         self.len.store(q.len(), Ordering::Release);
     }
 
-    #[cfg_attr(not(any(test, loom)), allow(dead_code))]
+    // Used by the loom models.
+    #[cfg_attr(not(loom), allow(dead_code))]
     pub(crate) fn pop(&self) -> Option<T> {
         if self.is_empty() {
             return None;

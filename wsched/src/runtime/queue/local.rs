@@ -25,8 +25,10 @@
 //! # Invariants
 //!
 //! 1. `steal <= real <= tail` and `tail - steal <= CAPACITY`, in wrapping `u32`
-//!    arithmetic. Every slot in `[steal, tail)` holds an initialised item; every other
-//!    slot is logically empty (its bytes may be a stale, moved-out copy).
+//!    arithmetic. Slots of `[real, tail)` hold initialised items owned by the queue;
+//!    slots of `[steal, real)` are being moved out by the thief that claimed them and
+//!    count as occupied; every other slot is logically empty (its bytes may be a
+//!    stale, moved-out copy).
 //! 2. Each index in `[real, tail)` is owned by the queue. An index is removed from it
 //!    by exactly one successful CAS that moves `real` past it: the owner's pop (one
 //!    item), the owner's overflow (half the ring, only when `steal == real`), or a
@@ -62,8 +64,11 @@
 //!   - *Acquire* half: the owner's pop/overflow CAS may read a value written by a
 //!     thief's release CAS. Acquiring it makes the thief's slot reads happen-before any
 //!     later owner write directly (release sequences through the owner's RMWs would also
-//!     do, but we do not lean on them). For thieves it is what the Acquire load above is
-//!     for, when the loop retries with the CAS's failure value.
+//!     do, but we do not lean on them). A thief's CAS fails with `Acquire` because the
+//!     failure value replaces its `Acquire` load of `head` in the next iteration.
+//! * A thief appends to its own queue as that queue's owner: the room it fills comes
+//!   from `remaining_slots` (an `Acquire` load of its `steal`, invariant 3) and it
+//!   publishes the items with one `Release` store of its `tail`, like a push.
 //! * The owner reads its own `tail` with `Relaxed`: it is the only writer, so coherence
 //!   gives it its latest store. (A `Local` moved to another thread carries the
 //!   happens-before of the move.)
@@ -75,14 +80,15 @@
 //! A thief (1) loads `head`; if `steal != real` it gives up (another steal is running:
 //! the victim is being drained already); (2) loads `tail`, and claims
 //! `n = ceil((tail - real) / 2)` (capped by the room in its own queue) by CASing `real`
-//! to `real + n`, leaving `steal` behind; (3) moves `[steal, steal + n)` out of the
-//! victim's slots, keeping the first (oldest) to return and appending the rest to its own
-//! queue; (4) CASes `steal` up to the *current* `real` (the owner may have popped
-//! meanwhile, which moves only `real`); (5) publishes its own queue's new `tail`.
+//! to `real + n`, leaving `steal` behind; (3) moves the claimed `[steal, steal + n)` out
+//! of the victim's slots, keeping the first (oldest) to return and appending the rest to
+//! its own queue; (4) CASes `steal` up to the *current* `real` (the owner may have
+//! popped meanwhile, which moves only `real`); (5) publishes its own queue's new `tail`.
+//! The returned item needs no slot, so a thief whose queue is full still steals one.
 //!
 //! If the thief's `head` snapshot is stale when it computes `n`, its claim CAS fails and
 //! it retries; so a successful claim used a `(steal, real)` that was current and a
-//! `tail` read after it: `n <= (tail - real) / 2 + 1 <= CAPACITY / 2`, all inside
+//! `tail` read after it: `n = ceil((tail - real) / 2) <= CAPACITY / 2`, all inside
 //! `[real, tail)`.
 //!
 //! While a steal is in progress the owner still pops (moving only `real`) and pushes
@@ -476,6 +482,8 @@ impl<T> Steal<T> {
     /// to run now and appends the others, in order, to `dst` (at most
     /// `dst.remaining_slots()` of them). `None` if there is nothing to steal or another
     /// steal from this queue is in progress.
+    // Used by the loom models.
+    #[cfg_attr(not(loom), allow(dead_code))]
     pub(crate) fn steal_half_into(&self, dst: &mut Local<T>) -> Option<T> {
         self.steal_half_into_counted(dst).map(|(item, _)| item)
     }
@@ -533,7 +541,7 @@ impl<T> Steal<T> {
             let next = pack(steal, real.wrapping_add(n));
             match self.0.head.compare_exchange(head, next, AcqRel, Acquire) {
                 Ok(_) => {
-                    debug_assert!(n <= CAP / 2, "claimed {n} of a {CAP}-slot ring");
+                    assert!(n <= CAP / 2, "claimed {n} of a {CAP}-slot ring");
                     return Some((real, n));
                 }
                 Err(actual) => head = actual,
@@ -547,8 +555,10 @@ impl<T> Steal<T> {
         let mut head = pack(first, end);
         loop {
             let (steal, real) = unpack(head);
-            debug_assert_eq!(steal, first, "only the thief moves `steal` while it lags");
-            debug_assert!(real.wrapping_sub(steal) >= end.wrapping_sub(first));
+            // Cheap checks on the cold steal path; they keep loom models (run in
+            // release) honest about invariants 1 and 2.
+            assert_eq!(steal, first, "only the thief moves `steal` while it lags");
+            assert!(real.wrapping_sub(steal) >= end.wrapping_sub(first));
             match self
                 .0
                 .head

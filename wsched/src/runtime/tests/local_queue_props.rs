@@ -310,3 +310,12 @@ fn overflow_items_not_consumed_are_dropped() {
     drop(partial);
     assert_eq!(drops.load(SeqCst), CAP + 1 + CAP / 2 + 1);
 }
+
+/// The owner's handle moves between threads; the thieves' handle is shared by them.
+#[test]
+fn handles_are_send_and_steal_is_sync() {
+    fn send<T: Send>() {}
+    fn send_sync_clone<T: Send + Sync + Clone>() {}
+    send::<Local<Arc<u64>>>();
+    send_sync_clone::<Steal<Arc<u64>>>();
+}

@@ -78,10 +78,9 @@ fn thief(
         drain(&mut mine, &mut report);
         attempt += 1;
         // Mostly the owner; every fourth attempt another thief (chained steals).
-        let victim = if attempt % 4 == 0 {
-            &others[attempt / 4 % others.len()]
-        } else {
-            &owner
+        let victim = match attempt % 4 {
+            0 => &others[attempt / 4 % others.len()],
+            _ => &owner,
         };
         if let Some((item, n)) = victim.steal_half_into_counted(&mut mine) {
             assert!(n <= LOCAL_QUEUE_CAPACITY / 2);

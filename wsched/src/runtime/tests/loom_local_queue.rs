@@ -3,7 +3,9 @@
 //!
 //! Every model pushes items with distinct ids, lets the threads take them, drains
 //! whatever is left, and then checks that each id was taken exactly once and, once the
-//! taken items are dropped, dropped exactly once (and not before).
+//! taken items are dropped, dropped exactly once (and not before). Items own no heap
+//! memory, so a duplicated item shows up as a failed count rather than as a double
+//! free that aborts the process.
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
@@ -26,16 +28,18 @@ struct Ledger {
 }
 
 impl Ledger {
-    fn new(n: usize) -> std::sync::Arc<Self> {
-        std::sync::Arc::new(Self {
+    /// One per model iteration, leaked (a few bytes) so that items can point to it
+    /// without owning anything.
+    fn new(n: usize) -> &'static Self {
+        Box::leak(Box::new(Self {
             drops: (0..n).map(|_| AtomicUsize::new(0)).collect(),
-        })
+        }))
     }
 }
 
 struct Item {
     id: usize,
-    ledger: std::sync::Arc<Ledger>,
+    ledger: &'static Ledger,
 }
 
 impl Drop for Item {
@@ -44,11 +48,8 @@ impl Drop for Item {
     }
 }
 
-fn item(ledger: &std::sync::Arc<Ledger>, id: usize) -> Item {
-    Item {
-        id,
-        ledger: ledger.clone(),
-    }
+fn item(ledger: &'static Ledger, id: usize) -> Item {
+    Item { id, ledger }
 }
 
 /// Only the owner's thread overflows, so a `RefCell` suffices (and, unlike a loom
@@ -68,20 +69,20 @@ fn drain(queue: &mut Local<Item>, into: &mut Vec<Item>) {
     }
 }
 
-/// Steals once from `victim` into a fresh queue and takes everything it got.
-fn steal_once(victim: &Steal<Item>) -> Vec<Item> {
+/// A thief's turn: steals from `victim` into a fresh queue of its own and drains it,
+/// twice (the second attempt may meet the owner's later pushes or find the queue
+/// empty), and returns everything it took.
+fn steal_twice(victim: &Steal<Item>) -> Vec<Item> {
     let (mut mine, _) = local();
     let mut got = Vec::new();
-    if let Some((item, n)) = victim.steal_half_into_counted(&mut mine) {
-        assert!(n >= 1 && n <= LOCAL_QUEUE_CAPACITY / 2, "stole {n}");
-        assert_eq!(
-            mine.len(),
-            n - 1,
-            "stolen items other than the returned one"
-        );
-        got.push(item);
+    for _ in 0..2 {
+        if let Some((item, n)) = victim.steal_half_into_counted(&mut mine) {
+            assert!((1..=LOCAL_QUEUE_CAPACITY / 2).contains(&n), "stole {n}");
+            assert_eq!(mine.len(), n - 1, "stolen items besides the returned one");
+            got.push(item);
+        }
+        drain(&mut mine, &mut got);
     }
-    drain(&mut mine, &mut got);
     got
 }
 
@@ -109,21 +110,22 @@ fn check(ledger: &Ledger, taken: Vec<Item>) {
     }
 }
 
-/// The owner pops the only item while a thief tries to steal it.
+/// The owner pushes one item and pops it while a thief, started before the push, tries
+/// to steal it: the thief must see the item's bytes if it sees the new `tail`.
 #[test]
 fn pop_vs_steal_last_item() {
     loom::model(|| {
         let ledger = Ledger::new(1);
         let sink = Sink::default();
         let (mut owner, steal) = local();
-        owner.push_back_or_overflow(item(&ledger, 0), &sink);
 
-        let thief = thread::spawn(move || steal_once(&steal));
+        let thief = thread::spawn(move || steal_twice(&steal));
+        owner.push_back_or_overflow(item(ledger, 0), &sink);
         let mut taken: Vec<Item> = owner.pop().into_iter().collect();
         taken.extend(thief.join().unwrap());
         drain(&mut owner, &mut taken);
         assert!(sink.0.borrow().is_empty());
-        check(&ledger, taken);
+        check(ledger, taken);
     });
 }
 
@@ -136,41 +138,46 @@ fn steal_half_vs_owner_pops() {
         let sink = Sink::default();
         let (mut owner, steal) = local();
         for id in 0..3 {
-            owner.push_back_or_overflow(item(&ledger, id), &sink);
+            owner.push_back_or_overflow(item(ledger, id), &sink);
         }
 
-        let thief = thread::spawn(move || steal_once(&steal));
+        let thief = thread::spawn(move || steal_twice(&steal));
         let mut taken = Vec::new();
         taken.extend(owner.pop());
         taken.extend(owner.pop());
-        owner.push_back_or_overflow(item(&ledger, 3), &sink);
+        owner.push_back_or_overflow(item(ledger, 3), &sink);
         taken.extend(owner.pop());
         taken.extend(thief.join().unwrap());
         drain(&mut owner, &mut taken);
         taken.extend(sink.0.take());
-        check(&ledger, taken);
+        check(ledger, taken);
     });
 }
 
-/// Two thieves steal from the same queue at once; the owner pops once.
+/// Two thieves steal from a full queue at once (one must back off while the other's
+/// steal is in progress); the owner pops once and pushes again into a slot a thief may
+/// just have copied from.
 #[test]
 fn two_thieves() {
     loom::model(|| {
-        let ledger = Ledger::new(3);
+        let n = LOCAL_QUEUE_CAPACITY + 1;
+        let ledger = Ledger::new(n);
         let sink = Sink::default();
         let (mut owner, steal) = local();
-        for id in 0..3 {
-            owner.push_back_or_overflow(item(&ledger, id), &sink);
+        for id in 0..LOCAL_QUEUE_CAPACITY {
+            owner.push_back_or_overflow(item(ledger, id), &sink);
         }
 
         let steal2 = steal.clone();
-        let a = thread::spawn(move || steal_once(&steal));
-        let b = thread::spawn(move || steal_once(&steal2));
+        let a = thread::spawn(move || steal_twice(&steal));
+        let b = thread::spawn(move || steal_twice(&steal2));
         let mut taken: Vec<Item> = owner.pop().into_iter().collect();
+        owner.push_back_or_overflow(item(ledger, n - 1), &sink);
         taken.extend(a.join().unwrap());
         taken.extend(b.join().unwrap());
         drain(&mut owner, &mut taken);
-        check(&ledger, taken);
+        taken.extend(sink.0.take());
+        check(ledger, taken);
     });
 }
 
@@ -185,14 +192,14 @@ fn overflow_during_steal() {
         let sink = Sink::default();
         let (mut owner, steal) = local_starting_at(u32::MAX - 1);
         for id in 0..LOCAL_QUEUE_CAPACITY {
-            owner.push_back_or_overflow(item(&ledger, id), &sink);
+            owner.push_back_or_overflow(item(ledger, id), &sink);
         }
         assert_eq!(owner.remaining_slots(), 0);
 
-        let thief = thread::spawn(move || steal_once(&steal));
+        let thief = thread::spawn(move || steal_twice(&steal));
         let mut overflowed = 0;
         for id in LOCAL_QUEUE_CAPACITY..n {
-            overflowed += owner.push_back_or_overflow(item(&ledger, id), &sink);
+            overflowed += owner.push_back_or_overflow(item(ledger, id), &sink);
         }
         let mut taken = Vec::new();
         drain(&mut owner, &mut taken);
@@ -200,7 +207,7 @@ fn overflow_during_steal() {
         let sunk = sink.0.take();
         assert_eq!(sunk.len(), overflowed);
         taken.extend(sunk);
-        check(&ledger, taken);
+        check(ledger, taken);
     });
 }
 
@@ -213,7 +220,7 @@ fn chained_steals() {
         let sink = Sink::default();
         let (mut owner, steal) = local();
         for id in 0..LOCAL_QUEUE_CAPACITY {
-            owner.push_back_or_overflow(item(&ledger, id), &sink);
+            owner.push_back_or_overflow(item(ledger, id), &sink);
         }
         let (mut a_local, a_steal) = local();
 
@@ -223,12 +230,12 @@ fn chained_steals() {
             drain(&mut a_local, &mut got);
             got
         });
-        let b = thread::spawn(move || steal_once(&a_steal));
+        let b = thread::spawn(move || steal_twice(&a_steal));
         let mut taken: Vec<Item> = owner.pop().into_iter().collect();
         taken.extend(a.join().unwrap());
         taken.extend(b.join().unwrap());
         drain(&mut owner, &mut taken);
-        check(&ledger, taken);
+        check(ledger, taken);
     });
 }
 
@@ -241,10 +248,10 @@ fn drop_local_during_steal() {
         let sink = Sink::default();
         let (mut owner, steal) = local();
         for id in 0..3 {
-            owner.push_back_or_overflow(item(&ledger, id), &sink);
+            owner.push_back_or_overflow(item(ledger, id), &sink);
         }
 
-        let thief = thread::spawn(move || steal_once(&steal));
+        let thief = thread::spawn(move || steal_twice(&steal));
         drop(owner);
         let taken = thief.join().unwrap();
         let mut counts = [0usize; 3];

@@ -5,4 +5,8 @@ mod local_queue_props;
 #[cfg(not(loom))]
 mod local_queue_stress;
 #[cfg(loom)]
+mod loom_idle;
+#[cfg(loom)]
 mod loom_local_queue;
+#[cfg(loom)]
+mod loom_state;
