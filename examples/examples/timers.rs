@@ -44,7 +44,10 @@ impl Process for Sleeper {
         if self.deadlines.is_empty() {
             let now = Instant::now();
             for tag in 0..self.count {
-                self.seed = self.seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                self.seed = self
+                    .seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 let duration = Duration::from_micros(1_000_000 + (self.seed >> 33) % 1_000_000);
                 self.deadlines.push(now + duration);
                 out.yield_command(Tag(tag), Sleep(duration));
@@ -53,12 +56,15 @@ impl Process for Sleeper {
         for event in events {
             if let Event::Completion(c) = event {
                 c.result.map_err(StepError::new)?;
-                let late = Instant::now().saturating_duration_since(self.deadlines[c.tag.0 as usize]);
+                let late =
+                    Instant::now().saturating_duration_since(self.deadlines[c.tag.0 as usize]);
                 self.lateness.push(late.as_micros() as u64);
             }
         }
         if self.lateness.len() as u64 == self.count {
-            out.set_status(Status::Done(Payload::new(std::mem::take(&mut self.lateness))));
+            out.set_status(Status::Done(Payload::new(std::mem::take(
+                &mut self.lateness,
+            ))));
         } else {
             out.set_status(Status::WaitingForYields);
         }
@@ -82,7 +88,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
     let pids = (0..processes)
         .map(|seed| {
-            let sleeper = Sleeper { count: each, seed, deadlines: Vec::new(), lateness: Vec::new() };
+            let sleeper = Sleeper {
+                count: each,
+                seed,
+                deadlines: Vec::new(),
+                lateness: Vec::new(),
+            };
             scheduler.spawn(sleeper, "sleep", (each, seed))
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -104,7 +115,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     lateness.sort_unstable();
     let pct = |p: f64| lateness[((lateness.len() - 1) as f64 * p) as usize];
 
-    println!("{} timers in {processes} processes on {} workers", processes * each, scheduler.workers());
+    println!(
+        "{} timers in {processes} processes on {} workers",
+        processes * each,
+        scheduler.workers()
+    );
     println!("armed {pending} pending timers in {armed:?}");
     if let (Some(before), Some(armed)) = (rss_before, rss_armed) {
         println!(

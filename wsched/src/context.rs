@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::error::{SendError, SpawnError};
 use crate::payload::{IntoPayloads, Payload, Payloads};
 use crate::pid::Pid;
-use crate::process::Process;
+use crate::process::{IntoProcess, Process};
 
 /// Handed to [`Process::init`]: the process's own PID and a way to send messages and
 /// spawn processes on the scheduler (or the [`testing`](crate::testing) harness) that
@@ -43,7 +43,7 @@ impl Context {
     /// # Errors
     /// [`SpawnError`] when the entry does not exist, its `init` fails or panics, or
     /// the scheduler is shutting down.
-    pub fn spawn<P: Process>(
+    pub fn spawn<P: IntoProcess>(
         &self,
         process: P,
         method: &str,
@@ -51,7 +51,7 @@ impl Context {
     ) -> Result<Pid, SpawnError> {
         self.backend.spawn(
             Some(self.pid),
-            Box::new(process),
+            Box::new(process.into_process()),
             method,
             input.into_payloads(),
             false,
@@ -63,7 +63,7 @@ impl Context {
     ///
     /// # Errors
     /// As [`spawn`](Self::spawn).
-    pub fn spawn_detached<P: Process>(
+    pub fn spawn_detached<P: IntoProcess>(
         &self,
         process: P,
         method: &str,
@@ -71,7 +71,7 @@ impl Context {
     ) -> Result<Pid, SpawnError> {
         self.backend.spawn(
             Some(self.pid),
-            Box::new(process),
+            Box::new(process.into_process()),
             method,
             input.into_payloads(),
             true,

@@ -23,10 +23,17 @@ mod runtime;
 #[allow(unused_imports, dead_code)]
 mod sync;
 
+// The #[process] macro's runtime support, the harness, and the DSL.
+#[doc(hidden)]
+#[path = "macro_support/mod.rs"]
+pub mod __private;
+pub mod testing;
+#[doc(inline)]
+pub use __private::{prelude, this, RecvError};
+pub use process::IntoProcess;
+pub use wsched_macros::process;
+
 pub use command::Command;
-pub use runtime::{
-    Builder, Handle, Metrics, ProcessInfo, ProcessState, Scheduler, ShutdownReport, WorkerMetrics,
-};
 pub use context::Context;
 pub use error::{
     BoxError, BuildError, InitError, JoinError, Phase, ProcessError, SendError, SendErrorKind,
@@ -37,4 +44,7 @@ pub use pid::Pid;
 pub use process::{
     Completion, Event, Events, Message, Process, Status, StepOutput, SuspendKind, SuspendPoint,
     Tag, Yield,
+};
+pub use runtime::{
+    Builder, Handle, Metrics, ProcessInfo, ProcessState, Scheduler, ShutdownReport, WorkerMetrics,
 };

@@ -57,6 +57,28 @@ impl Process for Box<dyn Process> {
     }
 }
 
+/// Anything that can be spawned as a process: every [`Process`], and the plain structs
+/// whose `impl` block carries [`#[process]`](crate::process) (the macro implements this
+/// trait for them, wrapping the struct into the state machine that runs its entries).
+///
+/// Spawning APIs take `impl IntoProcess`, so a user passes `MyProc { .. }` whichever
+/// way its `Process` implementation was made. Mirrors `std`'s `IntoFuture`.
+pub trait IntoProcess: Send + 'static {
+    /// The process it becomes.
+    type Process: Process;
+
+    /// Converts `self` into the process to initialise and step.
+    fn into_process(self) -> Self::Process;
+}
+
+impl<P: Process> IntoProcess for P {
+    type Process = P;
+
+    fn into_process(self) -> P {
+        self
+    }
+}
+
 /// Correlates a yielded command with its completion. Chosen by the process; the
 /// macro numbers a process's yields 1, 2, 3… in program order.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]

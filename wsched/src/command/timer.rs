@@ -260,9 +260,7 @@ impl Timers {
                 drop(wheel);
                 let handle = due[0].item.handle().clone();
                 for timer in due.drain(..) {
-                    timer
-                        .item
-                        .deliver_deferred(Ok(Payload::unit()), &mut woken);
+                    timer.item.deliver_deferred(Ok(Payload::unit()), &mut woken);
                 }
                 handle.shared().schedule_batch(&mut woken);
                 wheel = self.wheel.lock();

@@ -207,40 +207,25 @@ impl Shared {
 
     /// Blocks the calling thread until `pid` finishes (or `timeout` runs out).
     pub(crate) fn wait(&self, pid: Pid, timeout: Option<Duration>) -> Result<Payload, JoinError> {
-        let slot: Arc<(Mutex<Option<Result<Payload, JoinError>>>, Condvar)> =
-            Arc::new((Mutex::new(None), Condvar::new()));
+        let slot = Arc::new(OneShot::default());
         let filler = slot.clone();
-        self.claim_result(
-            pid,
-            Box::new(move |result| {
-                *filler.0.lock() = Some(result);
-                filler.1.notify_all();
-            }),
-        );
-        let deadline = timeout.map(|t| Instant::now() + t);
-        let mut result = slot.0.lock();
-        loop {
-            if let Some(result) = result.take() {
-                return result;
-            }
-            match deadline {
-                None => slot.1.wait(&mut result),
-                Some(deadline) => {
-                    if slot.1.wait_until(&mut result, deadline).timed_out() && result.is_none() {
-                        drop(result);
-                        if let Some(cell) = self.registry.get(pid) {
-                            if cell.withdraw_waiter() {
-                                return Err(JoinError::TimedOut(pid));
-                            }
-                        }
-                        // The result is being handed to us right now: wait for it.
-                        result = slot.0.lock();
-                        while result.is_none() {
-                            slot.1.wait(&mut result);
-                        }
-                    }
-                }
-            }
+        self.claim_result(pid, Box::new(move |result| filler.fill(result)));
+        let Some(timeout) = timeout else {
+            return slot.take();
+        };
+        if let Some(result) = slot.take_until(Instant::now() + timeout) {
+            return result;
+        }
+        // Timed out: withdraw the claim, unless the result is being handed over
+        // right now, in which case it arrives at once.
+        let withdrawn = self
+            .registry
+            .get(pid)
+            .is_some_and(|cell| cell.withdraw_waiter());
+        if withdrawn {
+            Err(JoinError::TimedOut(pid))
+        } else {
+            slot.take()
         }
     }
 
@@ -394,6 +379,41 @@ impl Shared {
     /// Forgets all cells (the scheduler is being dropped).
     pub(crate) fn clear_registry(&self) {
         self.registry.clear();
+    }
+}
+
+/// A result handed from whichever thread ends a process to a thread blocked in
+/// [`Shared::wait`].
+#[derive(Default)]
+struct OneShot {
+    result: Mutex<Option<Result<Payload, JoinError>>>,
+    filled: Condvar,
+}
+
+impl OneShot {
+    fn fill(&self, result: Result<Payload, JoinError>) {
+        *self.result.lock() = Some(result);
+        self.filled.notify_all();
+    }
+
+    fn take(&self) -> Result<Payload, JoinError> {
+        let mut result = self.result.lock();
+        loop {
+            if let Some(result) = result.take() {
+                return result;
+            }
+            self.filled.wait(&mut result);
+        }
+    }
+
+    fn take_until(&self, deadline: Instant) -> Option<Result<Payload, JoinError>> {
+        let mut result = self.result.lock();
+        while result.is_none() {
+            if self.filled.wait_until(&mut result, deadline).timed_out() {
+                break;
+            }
+        }
+        result.take()
     }
 }
 

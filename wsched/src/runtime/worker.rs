@@ -150,6 +150,7 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
         match task {
             Some(task) => {
                 idle_rounds = 0;
+                shared.counters[index].steps.add(1);
                 run_task(&handle, task, &mut events, &mut out);
             }
             None => {
@@ -313,8 +314,6 @@ fn run_task(handle: &Handle, task: Task, events: &mut Vec<Event>, out: &mut Step
         shared.finish(owned, Err(ProcessError::Stopped));
         return;
     }
-    with_core(shared, |core| shared.counters[core.index].steps.add(1));
-
     owned.take_events(events);
     out.clear();
     let stepped = owned.with_body(|body| {

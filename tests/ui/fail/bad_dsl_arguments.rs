@@ -1,0 +1,16 @@
+use std::time::Duration;
+use wsched::prelude::*;
+
+struct P;
+
+#[process]
+impl P {
+    #[entry]
+    fn run(&mut self) {
+        let _ = yield_cmd!();
+        let _ = recv!(u32, deadline = Duration::ZERO);
+        let _ = yield_all!(vec![Sleep(Duration::ZERO)], vec![]);
+    }
+}
+
+fn main() {}

@@ -1,0 +1,10 @@
+use wsched::prelude::*;
+
+struct P;
+
+#[process]
+impl P {
+    fn helper(&mut self) {}
+}
+
+fn main() {}

@@ -1,0 +1,367 @@
+//! Lowering of method bodies: `yield_cmd!`, `yield_all!` and `recv!` calls become their
+//! `@__wsched_lowered` forms (which await a suspension point), and every place where a
+//! suspension cannot work is reported: closures, async blocks, `.await` on anything but
+//! this impl's own entries and `#[suspend]` methods, and DSL calls in plain methods.
+
+use std::collections::BTreeSet;
+
+use proc_macro2::{Span, TokenStream, TokenTree};
+use quote::{quote, ToTokens};
+use syn::parse::{ParseStream, Parser};
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::visit_mut::{self, VisitMut};
+use syn::{Expr, ExprMacro, Macro, Stmt, Token, Type};
+
+use crate::model::Errors;
+
+/// The DSL macros, by name.
+const DSL: [&str; 3] = ["yield_cmd", "yield_all", "recv"];
+
+/// The DSL macro a call is, if it is one: `yield_cmd!`, `wsched::yield_cmd!` or
+/// `::wsched::yield_cmd!` (and the same for the others).
+fn dsl_name(mac: &Macro) -> Option<&'static str> {
+    let segments = &mac.path.segments;
+    let last = segments.last()?;
+    let name = DSL.into_iter().find(|n| last.ident == n)?;
+    match segments.len() {
+        1 => Some(name),
+        2 if segments[0].ident == "wsched" || segments[0].ident == "crate" => Some(name),
+        _ => None,
+    }
+}
+
+/// Whether tokens mention a DSL macro or `await` anywhere (then a foreign macro's
+/// arguments are worth parsing).
+fn mentions_dsl(tokens: &TokenStream) -> bool {
+    tokens.clone().into_iter().any(|t| match t {
+        TokenTree::Ident(i) => i == "await" || DSL.iter().any(|n| i == n),
+        TokenTree::Group(g) => mentions_dsl(&g.stream()),
+        _ => false,
+    })
+}
+
+/// Where a body is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// An `#[entry]` or `#[suspend]` method: suspension points are lowered.
+    Coroutine,
+    /// Any other method: suspension points are errors.
+    Plain,
+}
+
+pub(crate) struct Lower<'a> {
+    place: Place,
+    method: String,
+    /// The entries and `#[suspend]` methods of the impl: the only things that may be
+    /// `.await`ed.
+    awaitable: &'a BTreeSet<String>,
+    errors: &'a mut Errors,
+    /// Inside a closure or an async block: its kind, for messages.
+    nested: Option<&'static str>,
+}
+
+impl<'a> Lower<'a> {
+    pub(crate) fn new(
+        place: Place,
+        method: String,
+        awaitable: &'a BTreeSet<String>,
+        errors: &'a mut Errors,
+    ) -> Self {
+        Self {
+            place,
+            method,
+            awaitable,
+            errors,
+            nested: None,
+        }
+    }
+
+    /// Reports `message` at `span` and gives the expression that replaces the faulty
+    /// one, so that no second error follows from it.
+    fn fail(&mut self, span: Span, message: String) -> Expr {
+        self.errors.span(span, message);
+        syn::parse_quote_spanned!(span=> ::core::unreachable!())
+    }
+
+    /// Like [`fail`](Self::fail), keeping `kept` (the faulty call's arguments) in a
+    /// closure that is never called, so that what they use is not reported unused.
+    fn fail_keeping(&mut self, span: Span, message: String, kept: TokenStream) -> Expr {
+        self.errors.span(span, message);
+        syn::parse_quote_spanned!(span=> {
+            let _ = || (#kept,);
+            ::core::unreachable!()
+        })
+    }
+
+    fn why_not_here(&self, what: &str) -> Option<String> {
+        if self.place == Place::Plain {
+            return Some(format!(
+                "{what} can only be used in #[entry] and #[suspend] methods; mark `{}` with \
+                 #[suspend] to make it a helper that entries `.await`",
+                self.method
+            ));
+        }
+        if let Some(nested) = self.nested {
+            return Some(format!(
+                "{what} cannot be used inside {nested} in an entry: {nested} is not part of \
+                 the entry's coroutine, so it cannot suspend. Suspend in the method body \
+                 itself (e.g. a `for` loop instead of an iterator closure), or move the code \
+                 into a #[suspend] method"
+            ));
+        }
+        None
+    }
+
+    /// Lowers one DSL call, visiting its arguments first.
+    fn lower(&mut self, mac: &Macro, name: &'static str) -> Expr {
+        let span = mac.path.span();
+        if let Some(message) = self.why_not_here(&format!("`{name}!`")) {
+            let commands =
+                Punctuated::<Expr, Token![,]>::parse_terminated.parse2(mac.tokens.clone());
+            return match commands {
+                Ok(commands) if name != "recv" => {
+                    self.fail_keeping(span, message, commands.into_token_stream())
+                }
+                _ => self.fail(span, message),
+            };
+        }
+        let parsed = match name {
+            "recv" => parse_recv.parse2(mac.tokens.clone()),
+            _ => Punctuated::<Expr, Token![,]>::parse_terminated
+                .parse2(mac.tokens.clone())
+                .map(|p| Args::Exprs(p.into_iter().collect())),
+        };
+        let args = match parsed {
+            Ok(args) => args,
+            Err(e) => {
+                self.errors.push(e);
+                return syn::parse_quote_spanned!(span=> ::core::unreachable!());
+            }
+        };
+        let lowered = match (name, args) {
+            ("yield_cmd", Args::Exprs(mut exprs)) => {
+                for e in &mut exprs {
+                    self.visit_expr_mut(e);
+                }
+                match exprs.len() {
+                    0 => {
+                        return self.fail(
+                            span,
+                            "`yield_cmd!` needs a command: `yield_cmd!(MyCommand { .. })`, or \
+                             several: `yield_cmd!(a, b)`"
+                                .into(),
+                        )
+                    }
+                    1 => quote!(@__wsched_lowered one #(#exprs)*),
+                    2..=8 => quote!(@__wsched_lowered many #(#exprs),*),
+                    _ => {
+                        return self.fail(
+                            span,
+                            "`yield_cmd!` takes at most 8 commands; yield more with \
+                             `yield_all!(commands)`"
+                                .into(),
+                        )
+                    }
+                }
+            }
+            ("yield_all", Args::Exprs(mut exprs)) => {
+                if exprs.len() != 1 {
+                    return self.fail(
+                        span,
+                        "`yield_all!` takes one iterable of commands: `yield_all!(commands)`"
+                            .into(),
+                    );
+                }
+                self.visit_expr_mut(&mut exprs[0]);
+                quote!(@__wsched_lowered #(#exprs)*)
+            }
+            (_, Args::Recv(ty, timeout)) => {
+                let timeout = timeout.map(|mut t| {
+                    self.visit_expr_mut(&mut t);
+                    t
+                });
+                match (ty, timeout) {
+                    (None, None) => quote!(@__wsched_lowered),
+                    (Some(ty), None) => quote!(@__wsched_lowered type #ty),
+                    (None, Some(t)) => quote!(@__wsched_lowered timeout #t),
+                    (Some(ty), Some(t)) => quote!(@__wsched_lowered type #ty, timeout #t),
+                }
+            }
+            _ => unreachable!("arguments are parsed per macro"),
+        };
+        let path = &mac.path;
+        let bang = &mac.bang_token;
+        syn::parse_quote_spanned!(span=> #path #bang (#lowered))
+    }
+
+    /// Looks into the arguments of another macro (`println!`, `vec!`, `format!`…) for
+    /// DSL calls, when they parse as comma-separated expressions.
+    fn lower_foreign(&mut self, mac: &mut Macro) {
+        if !mentions_dsl(&mac.tokens) {
+            return;
+        }
+        let Ok(mut args) =
+            Punctuated::<Expr, Token![,]>::parse_terminated.parse2(mac.tokens.clone())
+        else {
+            return;
+        };
+        for arg in &mut args {
+            self.visit_expr_mut(arg);
+        }
+        mac.tokens = args.into_token_stream();
+    }
+
+    /// Whether `base.await` awaits an entry or `#[suspend]` method of this impl:
+    /// `self.name(..)` or `Self::name(..)`.
+    fn is_own_coroutine(&self, base: &Expr) -> bool {
+        match base {
+            Expr::MethodCall(m) => {
+                matches!(&*m.receiver, Expr::Path(p) if p.path.is_ident("self"))
+                    && self.awaitable.contains(&m.method.to_string())
+            }
+            Expr::Call(c) => match &*c.func {
+                Expr::Path(p) => {
+                    let s = &p.path.segments;
+                    p.qself.is_none()
+                        && s.len() == 2
+                        && s[0].ident == "Self"
+                        && self.awaitable.contains(&s[1].ident.to_string())
+                }
+                _ => false,
+            },
+            Expr::Paren(p) => self.is_own_coroutine(&p.expr),
+            _ => false,
+        }
+    }
+
+    fn nested(&mut self, kind: &'static str, f: impl FnOnce(&mut Self)) {
+        let outer = self.nested.replace(kind);
+        f(self);
+        self.nested = outer;
+    }
+}
+
+enum Args {
+    Exprs(Vec<Expr>),
+    Recv(Option<Box<Type>>, Option<Box<Expr>>),
+}
+
+/// `recv!()`, `recv!(T)`, `recv!(timeout = d)`, `recv!(T, timeout = d)`.
+fn parse_recv(input: ParseStream) -> syn::Result<Args> {
+    fn timeout(input: ParseStream) -> syn::Result<Expr> {
+        let key: syn::Ident = input.parse()?;
+        if key != "timeout" {
+            return Err(syn::Error::new(
+                key.span(),
+                "expected `timeout = <Duration>`: recv!(), recv!(T), recv!(timeout = d) or \
+                 recv!(T, timeout = d)",
+            ));
+        }
+        input.parse::<Token![=]>()?;
+        let e = input.parse()?;
+        input.parse::<Option<Token![,]>>()?;
+        Ok(e)
+    }
+    if input.is_empty() {
+        return Ok(Args::Recv(None, None));
+    }
+    if input.peek(syn::Ident) && input.peek2(Token![=]) {
+        let t = timeout(input)?;
+        return Ok(Args::Recv(None, Some(Box::new(t))));
+    }
+    let ty: Box<Type> = input.parse()?;
+    if input.is_empty() {
+        return Ok(Args::Recv(Some(ty), None));
+    }
+    input.parse::<Token![,]>()?;
+    if input.is_empty() {
+        return Ok(Args::Recv(Some(ty), None));
+    }
+    let t = timeout(input)?;
+    if !input.is_empty() {
+        return Err(input.error("unexpected tokens after the timeout"));
+    }
+    Ok(Args::Recv(Some(ty), Some(Box::new(t))))
+}
+
+impl VisitMut for Lower<'_> {
+    fn visit_expr_mut(&mut self, expr: &mut Expr) {
+        match expr {
+            Expr::Macro(ExprMacro { mac, .. }) => {
+                if let Some(name) = dsl_name(mac) {
+                    let lowered = self.lower(&mac.clone(), name);
+                    *expr = lowered;
+                } else {
+                    self.lower_foreign(mac);
+                }
+            }
+            Expr::Await(a) => {
+                if self.place == Place::Plain {
+                    // A plain method: its own `.await`s are rustc's business.
+                    visit_mut::visit_expr_await_mut(self, a);
+                    return;
+                }
+                let span = a.await_token.span;
+                if let Some(nested) = self.nested {
+                    let base = &a.base;
+                    *expr = self.fail_keeping(
+                        span,
+                        format!(
+                            "`.await` cannot be used inside {nested} in an entry: only the \
+                             suspension points of the entry itself are driven"
+                        ),
+                        quote!(#base),
+                    );
+                    return;
+                }
+                if self.is_own_coroutine(&a.base) {
+                    visit_mut::visit_expr_await_mut(self, a);
+                } else {
+                    let message = "`.await` cannot be used in an #[entry] or #[suspend] method: \
+                         only wsched suspension points wake a process, so any other future \
+                         would never complete. Suspend with `yield_cmd!`, `yield_all!` or \
+                         `recv!`; `.await` is only for this impl's own #[suspend] and \
+                         #[entry] methods (`self.helper(..).await`)";
+                    let base = &a.base;
+                    *expr = self.fail_keeping(span, message.into(), quote!(#base));
+                }
+            }
+            Expr::Closure(_) => self.nested("a closure", |s| visit_mut::visit_expr_mut(s, expr)),
+            Expr::Async(_) => self.nested("an async block", |s| visit_mut::visit_expr_mut(s, expr)),
+            _ => visit_mut::visit_expr_mut(self, expr),
+        }
+    }
+
+    fn visit_stmt_mut(&mut self, stmt: &mut Stmt) {
+        if let Stmt::Macro(sm) = stmt {
+            if dsl_name(&sm.mac).is_some() {
+                let mut expr = Expr::Macro(ExprMacro {
+                    attrs: std::mem::take(&mut sm.attrs),
+                    mac: sm.mac.clone(),
+                });
+                let semi = sm.semi_token;
+                self.visit_expr_mut(&mut expr);
+                *stmt = Stmt::Expr(expr, semi);
+                return;
+            }
+            self.lower_foreign(&mut sm.mac);
+            return;
+        }
+        visit_mut::visit_stmt_mut(self, stmt);
+    }
+
+    /// Nested items (fns, impls, modules) are not part of the method: not visited. A DSL
+    /// call there reaches the exported macro, whose error explains.
+    fn visit_item_mut(&mut self, _: &mut syn::Item) {}
+}
+
+/// Whether a plain method's body uses the DSL, for the error that suggests #[suspend].
+pub(crate) fn check_plain(
+    block: &mut syn::Block,
+    method: String,
+    awaitable: &BTreeSet<String>,
+    errors: &mut Errors,
+) {
+    Lower::new(Place::Plain, method, awaitable, errors).visit_block_mut(block);
+}

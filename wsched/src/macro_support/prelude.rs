@@ -1,0 +1,12 @@
+//! Everything an entry usually needs: `use wsched::prelude::*;`.
+//!
+//! The [`#[process]`](crate::process) attribute, the DSL macros [`yield_cmd!`](crate::yield_cmd),
+//! [`yield_all!`](crate::yield_all) and [`recv!`](crate::recv), the [`this`](crate::this)
+//! module, and the types their results are made of.
+
+pub use crate::command::{Command, Join, Sleep, Spawn};
+pub use crate::error::{BoxError, YieldError};
+pub use crate::payload::Payload;
+pub use crate::pid::Pid;
+pub use crate::process::{Message, Tag};
+pub use crate::{process, recv, this, yield_all, yield_cmd, RecvError};

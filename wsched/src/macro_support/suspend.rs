@@ -1,0 +1,412 @@
+//! The suspension points: the small futures that `yield_cmd!`, `yield_all!` and
+//! `recv!` await inside entries.
+//!
+//! Each one, when it cannot complete, records a [`SuspendPoint`] in the process's
+//! [`Io`](super::io::Io) and returns `Pending`; the machine's `step` reads it to set the
+//! status. A `Pending` without a recorded suspension point means the entry awaited
+//! something else, which the step reports as an error.
+//!
+//! A pending cancel is reported by the first suspension point that would otherwise have
+//! to wait; results that are already there are handed out first, so nothing is lost.
+
+use std::any::{type_name, Any};
+use std::error::Error;
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::panic::Location;
+use std::pin::Pin;
+use std::task::{Context as TaskCx, Poll};
+use std::time::Duration;
+
+use super::io::{self, Io};
+use crate::command::{Command, Sleep};
+use crate::error::YieldError;
+use crate::payload::Payload;
+use crate::process::{Message, SuspendKind, SuspendPoint, Tag};
+
+fn output<T: Any>(result: Result<Payload, YieldError>) -> Result<T, YieldError> {
+    result?
+        .downcast::<T>()
+        .map_err(|e| YieldError::WrongOutputType {
+            expected: e.expected(),
+            actual: e.actual(),
+        })
+}
+
+/// `yield_cmd!(command)`: yields `command` with the next tag at once (tags follow
+/// program order) and returns the future of its completion.
+#[track_caller]
+pub fn yield_one<C: Command>(command: C) -> YieldOne<C::Output> {
+    let location = Location::caller();
+    let tag = io::with("yield_cmd!", |io| io.dispatch(command));
+    YieldOne {
+        tag,
+        location,
+        command: type_name::<C>(),
+        _output: PhantomData,
+    }
+}
+
+/// The completion of one yielded command whose output is an `O`.
+#[must_use = "a yield does nothing unless awaited"]
+pub struct YieldOne<O> {
+    tag: Tag,
+    location: &'static Location<'static>,
+    command: &'static str,
+    _output: PhantomData<fn() -> O>,
+}
+
+impl<O: Any> Future for YieldOne<O> {
+    type Output = Result<O, YieldError>;
+
+    fn poll(self: Pin<&mut Self>, _: &mut TaskCx<'_>) -> Poll<Self::Output> {
+        let (tag, location, command) = (self.tag, self.location, self.command);
+        let got = io::with("yield_cmd!", |io| {
+            if let Some(result) = io.take(tag) {
+                return Some(result);
+            }
+            if io.take_cancel() {
+                // Not arrived (checked above), so nothing to drop.
+                let _ = io.abandon(tag);
+                return Some(Err(YieldError::Cancelled));
+            }
+            io.suspend(SuspendPoint {
+                location,
+                kind: SuspendKind::Yield { command, count: 1 },
+            });
+            None
+        });
+        match got {
+            Some(result) => Poll::Ready(output::<O>(result)),
+            None => Poll::Pending,
+        }
+    }
+}
+
+/// Yields commands of a [`CommandSet`] with the next tags.
+pub struct Dispatcher<'a>(&'a mut Io);
+
+impl Dispatcher<'_> {
+    /// Yields `command` with the next tag.
+    pub fn dispatch<C: Command>(&mut self, command: C) -> Tag {
+        self.0.dispatch(command)
+    }
+}
+
+/// Several commands yielded together: implemented for tuples of up to eight commands
+/// (output: the tuple of their results) and for `Vec<C>` (output: the vector of
+/// results, in order).
+pub trait CommandSet: Send + 'static {
+    /// The results, in the commands' order.
+    type Output;
+    #[doc(hidden)]
+    fn first_name(&self) -> &'static str;
+    #[doc(hidden)]
+    fn dispatch(self, io: &mut Dispatcher<'_>, tags: &mut Vec<Tag>);
+    #[doc(hidden)]
+    fn collect(results: Vec<Result<Payload, YieldError>>) -> Self::Output;
+}
+
+impl<C: Command> CommandSet for Vec<C> {
+    type Output = Vec<Result<C::Output, YieldError>>;
+
+    fn first_name(&self) -> &'static str {
+        type_name::<C>()
+    }
+
+    fn dispatch(self, io: &mut Dispatcher<'_>, tags: &mut Vec<Tag>) {
+        tags.extend(self.into_iter().map(|c| io.dispatch(c)));
+    }
+
+    fn collect(results: Vec<Result<Payload, YieldError>>) -> Self::Output {
+        results.into_iter().map(output::<C::Output>).collect()
+    }
+}
+
+macro_rules! command_tuple {
+    ($($c:ident),+) => {
+        impl<$($c: Command),+> CommandSet for ($($c,)+) {
+            type Output = ($(Result<$c::Output, YieldError>,)+);
+
+            fn first_name(&self) -> &'static str {
+                command_tuple!(@first $($c),+)
+            }
+
+            #[allow(non_snake_case)]
+            fn dispatch(self, io: &mut Dispatcher<'_>, tags: &mut Vec<Tag>) {
+                let ($($c,)+) = self;
+                $(tags.push(io.dispatch($c));)+
+            }
+
+            fn collect(results: Vec<Result<Payload, YieldError>>) -> Self::Output {
+                let mut it = results.into_iter();
+                ($(output::<$c::Output>(it.next().expect("one result per command")),)+)
+            }
+        }
+    };
+    (@first $first:ident $(, $rest:ident)*) => { type_name::<$first>() };
+}
+
+command_tuple!(A);
+command_tuple!(A, B);
+command_tuple!(A, B, C);
+command_tuple!(A, B, C, D);
+command_tuple!(A, B, C, D, E);
+command_tuple!(A, B, C, D, E, F);
+command_tuple!(A, B, C, D, E, F, G);
+command_tuple!(A, B, C, D, E, F, G, H);
+
+/// `yield_cmd!(a, b, …)`: yields all the commands in this step, tags in order, and
+/// returns the future of all their results.
+#[track_caller]
+pub fn yield_many<S: CommandSet>(commands: S) -> YieldMany<S::Output> {
+    let location = Location::caller();
+    let first = commands.first_name();
+    let mut tags = Vec::new();
+    io::with("yield_cmd!", |io| {
+        commands.dispatch(&mut Dispatcher(io), &mut tags)
+    });
+    YieldMany {
+        results: tags.iter().map(|_| None).collect(),
+        tags,
+        first,
+        location,
+        collect: S::collect,
+    }
+}
+
+/// `yield_all!(iterable)`: yields every command of the iterable in this step.
+#[track_caller]
+pub fn yield_all<C: Command>(
+    commands: impl IntoIterator<Item = C>,
+) -> YieldMany<Vec<Result<C::Output, YieldError>>> {
+    // Collect first: the iterator runs user code, which must not run while the
+    // process's state is borrowed.
+    yield_many(commands.into_iter().collect::<Vec<C>>())
+}
+
+/// The completion of several commands yielded together, whose results are a `T`.
+#[must_use = "a yield does nothing unless awaited"]
+pub struct YieldMany<T> {
+    tags: Vec<Tag>,
+    results: Vec<Option<Result<Payload, YieldError>>>,
+    first: &'static str,
+    location: &'static Location<'static>,
+    collect: fn(Vec<Result<Payload, YieldError>>) -> T,
+}
+
+impl<T> Unpin for YieldMany<T> {}
+
+impl<T> Future for YieldMany<T> {
+    type Output = T;
+
+    fn poll(self: Pin<&mut Self>, _: &mut TaskCx<'_>) -> Poll<T> {
+        let this = self.get_mut();
+        let mut dropped = Vec::new();
+        let done = io::with("yield_cmd!", |io| {
+            for (tag, slot) in this.tags.iter().zip(this.results.iter_mut()) {
+                if slot.is_none() {
+                    *slot = io.take(*tag);
+                }
+            }
+            if this.results.iter().all(Option::is_some) {
+                return true;
+            }
+            if io.take_cancel() {
+                for (tag, slot) in this.tags.iter().zip(this.results.iter_mut()) {
+                    if slot.is_none() {
+                        dropped.extend(io.abandon(*tag));
+                        *slot = Some(Err(YieldError::Cancelled));
+                    }
+                }
+                return true;
+            }
+            io.suspend(SuspendPoint {
+                location: this.location,
+                kind: SuspendKind::Yield {
+                    command: this.first,
+                    count: this.tags.len(),
+                },
+            });
+            false
+        });
+        drop(dropped);
+        if done {
+            let results = this.results.drain(..).map(|r| r.expect("filled")).collect();
+            Poll::Ready((this.collect)(results))
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+/// Why `recv!` returned no message.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RecvError {
+    /// The process is being cancelled (shutdown or a cancel request). Later
+    /// suspension points work normally, so the entry can clean up.
+    Cancelled,
+    /// The timeout of `recv!(timeout = …)` ran out; no message was taken.
+    Timeout,
+    /// The timeout's timer (a [`Sleep`] yield) failed, e.g. no timer is available.
+    Timer(YieldError),
+}
+
+impl RecvError {
+    /// Whether this is [`Cancelled`](Self::Cancelled).
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, Self::Cancelled)
+    }
+
+    /// Whether this is [`Timeout`](Self::Timeout).
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Self::Timeout)
+    }
+}
+
+impl fmt::Display for RecvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Cancelled => f.write_str("cancelled: the process is asked to stop"),
+            Self::Timeout => f.write_str("timed out waiting for a message"),
+            Self::Timer(e) => write!(f, "the receive timeout's timer failed: {e}"),
+        }
+    }
+}
+
+impl Error for RecvError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            Self::Timer(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Which messages a receive takes.
+pub trait Filter {
+    /// What the receive evaluates to.
+    type Output;
+    #[doc(hidden)]
+    fn accepts(message: &Message) -> bool;
+    #[doc(hidden)]
+    fn convert(message: Message) -> Self::Output;
+    #[doc(hidden)]
+    fn name() -> Option<&'static str>;
+}
+
+/// Any message, as a [`Message`] (payload and sender).
+pub struct AnyMessage;
+
+impl Filter for AnyMessage {
+    type Output = Message;
+    fn accepts(_: &Message) -> bool {
+        true
+    }
+    fn convert(message: Message) -> Message {
+        message
+    }
+    fn name() -> Option<&'static str> {
+        None
+    }
+}
+
+/// The oldest message holding a `T`, as the `T`.
+pub struct Typed<T>(PhantomData<fn() -> T>);
+
+impl<T: Any> Filter for Typed<T> {
+    type Output = T;
+    fn accepts(message: &Message) -> bool {
+        message.payload.is::<T>()
+    }
+    fn convert(message: Message) -> T {
+        match message.payload.downcast::<T>() {
+            Ok(value) => value,
+            Err(_) => unreachable!("the filter checked the type"),
+        }
+    }
+    fn name() -> Option<&'static str> {
+        Some(type_name::<T>())
+    }
+}
+
+/// `recv!()`, `recv!(T)` and their `timeout = …` forms.
+#[track_caller]
+pub fn recv<F: Filter>(timeout: Option<Duration>) -> Recv<F> {
+    Recv {
+        location: Location::caller(),
+        timeout,
+        timer: None,
+        _filter: PhantomData,
+    }
+}
+
+/// A pending receive.
+#[must_use = "a receive does nothing unless awaited"]
+pub struct Recv<F> {
+    location: &'static Location<'static>,
+    timeout: Option<Duration>,
+    timer: Option<Tag>,
+    _filter: PhantomData<fn() -> F>,
+}
+
+impl<F> Unpin for Recv<F> {}
+
+enum Received {
+    Message(Message),
+    Timer(Result<Payload, YieldError>),
+    Cancelled,
+    Wait,
+}
+
+impl<F: Filter> Future for Recv<F> {
+    type Output = Result<F::Output, RecvError>;
+
+    fn poll(self: Pin<&mut Self>, _: &mut TaskCx<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let mut dropped = None;
+        let got = io::with("recv!", |io| {
+            if let Some(i) = io.mailbox.iter().position(F::accepts) {
+                let message = io.mailbox.remove(i).expect("index is in range");
+                if let Some(timer) = this.timer.take() {
+                    dropped = io.abandon(timer);
+                }
+                return Received::Message(message);
+            }
+            if let Some(timer) = this.timer {
+                if let Some(result) = io.take(timer) {
+                    this.timer = None;
+                    return Received::Timer(result);
+                }
+            }
+            if io.take_cancel() {
+                if let Some(timer) = this.timer.take() {
+                    dropped = io.abandon(timer);
+                }
+                return Received::Cancelled;
+            }
+            match this.timeout {
+                Some(d) if d.is_zero() => return Received::Timer(Ok(Payload::unit())),
+                Some(d) if this.timer.is_none() => this.timer = Some(io.dispatch(Sleep(d))),
+                _ => {}
+            }
+            io.suspend(SuspendPoint {
+                location: this.location,
+                kind: SuspendKind::Receive {
+                    message_type: F::name(),
+                },
+            });
+            Received::Wait
+        });
+        drop(dropped);
+        Poll::Ready(match got {
+            Received::Message(m) => Ok(F::convert(m)),
+            Received::Timer(Ok(_)) => Err(RecvError::Timeout),
+            Received::Timer(Err(e)) => Err(RecvError::Timer(e)),
+            Received::Cancelled => Err(RecvError::Cancelled),
+            Received::Wait => return Poll::Pending,
+        })
+    }
+}

@@ -1,0 +1,149 @@
+//! The running process, seen from inside its own entries.
+//!
+//! These functions reach the [`Context`] that the scheduler (or the
+//! [`testing`](crate::testing) harness) handed to the process, and work in the body of
+//! any `#[entry]` or `#[suspend]` method of a [`#[process]`](crate::process) impl —
+//! and in any code those call, closures included — while the process is being stepped.
+//! Outside a step (another thread, a `Drop` impl run after the process ended, a
+//! hand-written [`Process`](crate::Process)) they panic; [`try_context`] does not.
+//!
+//! ```
+//! use wsched::prelude::*;
+//!
+//! struct Parent;
+//! struct Child;
+//!
+//! #[process]
+//! impl Child {
+//!     #[entry]
+//!     fn run(&mut self, parent: Pid) -> Result<(), BoxError> {
+//!         this::send(parent, format!("hello from {}", this::pid()))?;
+//!         Ok(())
+//!     }
+//! }
+//!
+//! #[process]
+//! impl Parent {
+//!     #[entry]
+//!     fn run(&mut self) -> Result<String, BoxError> {
+//!         this::spawn_detached(Child, "run", (this::pid(),))?;
+//!         Ok(recv!(String)?)
+//!     }
+//! }
+//!
+//! let mut parent = wsched::testing::TestProcess::start(Parent, "run", ()).unwrap();
+//! let child = parent.take_spawned().remove(0);
+//! let mut child = wsched::testing::TestProcess::from_spawned(child);
+//! assert!(child.is_done());
+//! let sent = child.take_sent().remove(0);
+//! parent.send_from(sent.from, sent.payload);
+//! assert_eq!(parent.result::<String>(), "hello from <2>");
+//! ```
+
+use super::io;
+use crate::context::Context;
+use crate::error::{SendError, SpawnError};
+use crate::payload::IntoPayloads;
+use crate::pid::Pid;
+use crate::process::IntoProcess;
+use std::any::Any;
+
+/// The process's [`Context`] (a cheap clone).
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn context() -> Context {
+    io::with("wsched::this::context()", |io| io.ctx.clone())
+        .expect("wsched: the process was stepped before init")
+}
+
+/// The process's [`Context`], or `None` outside a step of a `#[process]` process.
+pub fn try_context() -> Option<Context> {
+    io::try_with(|io| io.ctx.clone()).flatten()
+}
+
+/// The process's own PID.
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn pid() -> Pid {
+    context().pid()
+}
+
+/// The name the running entry was started by.
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn entry() -> &'static str {
+    io::with("wsched::this::entry()", |io| io.entry)
+}
+
+/// Whether a cancel request (shutdown, or an explicit cancel) has reached the process.
+/// The pending suspension point reports it once as an error; this stays `true`
+/// afterwards, so loops can check it.
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn is_cancelled() -> bool {
+    io::with("wsched::this::is_cancelled()", |io| io.cancelled)
+}
+
+/// Sends `message` to `to`, as coming from this process. See [`Context::send`].
+///
+/// # Errors
+/// [`SendError`] when `to` does not exist or has finished; it gives the message back.
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn send<T: Any + Send>(to: Pid, message: T) -> Result<(), SendError> {
+    context().send(to, message)
+}
+
+/// Spawns a process whose result can be joined. See [`Context::spawn`]; to wait for
+/// its result from an entry, yield [`Join`](crate::command::Join).
+///
+/// # Errors
+/// [`SpawnError`] when the entry is unknown, `init` refuses the arguments or panics,
+/// or the scheduler is shutting down.
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn spawn<P: IntoProcess>(
+    process: P,
+    method: &str,
+    input: impl IntoPayloads,
+) -> Result<Pid, SpawnError> {
+    context().spawn(process, method, input)
+}
+
+/// Spawns a process whose result is discarded. See [`Context::spawn_detached`].
+///
+/// # Errors
+/// As [`spawn`].
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn spawn_detached<P: IntoProcess>(
+    process: P,
+    method: &str,
+    input: impl IntoPayloads,
+) -> Result<Pid, SpawnError> {
+    context().spawn_detached(process, method, input)
+}
+
+/// How many messages wait in the process's mailbox, not received yet (for example
+/// messages of other types than a typed `recv!(T)` asked for).
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn mailbox_len() -> usize {
+    io::with("wsched::this::mailbox_len()", |io| io.mailbox.len())
+}

@@ -1,0 +1,843 @@
+//! Step-by-step testing of processes, without threads or a scheduler.
+//!
+//! A process only changes when it is stepped, so a test can play the scheduler: start
+//! it, look at the commands it yielded, complete them (by tag, in any order), send it
+//! messages, cancel it, and check its status and result. [`TestProcess`] does that for
+//! any process, made by [`#[process]`](crate::process) or written by hand. Everything
+//! is deterministic: the same calls give the same tags, yields and results.
+//!
+//! The [`Context`] the process gets records what it does to the world: messages it
+//! sends ([`TestProcess::take_sent`]) and processes it spawns
+//! ([`TestProcess::take_spawned`], which can be driven in turn with
+//! [`TestProcess::from_spawned`]). Sends always succeed; spawned processes are
+//! initialised (so a bad entry name or bad arguments fail the spawn as on the
+//! scheduler) but run only when a test steps them. PIDs are handed out from `<1>`, the
+//! process under test, in spawn order.
+//!
+//! Panics inside the process are caught and reported as
+//! [`ProcessError::Panicked`]; a step that fails ends the process as on the scheduler,
+//! which also calls [`Process::close`] exactly once when the process ends.
+//!
+//! ```
+//! use std::time::Duration;
+//! use wsched::prelude::*;
+//! use wsched::testing::TestProcess;
+//!
+//! struct Fetch(String);
+//! impl Command for Fetch {
+//!     type Output = String;
+//! }
+//!
+//! struct Crawler {
+//!     pages: Vec<String>,
+//! }
+//!
+//! #[process]
+//! impl Crawler {
+//!     #[entry]
+//!     fn crawl(&mut self, urls: Vec<String>) -> Result<usize, BoxError> {
+//!         for url in urls {
+//!             let page = yield_cmd!(Fetch(url))?;
+//!             self.pages.push(page);
+//!             yield_cmd!(Sleep(Duration::from_millis(10)))?;
+//!         }
+//!         Ok(self.pages.len())
+//!     }
+//! }
+//!
+//! let mut t = TestProcess::start(Crawler { pages: vec![] }, "crawl", (vec!["/a".to_string()],))
+//!     .unwrap();
+//! let (tag, fetch) = t.expect_yield::<Fetch>();
+//! assert_eq!((tag, fetch.0.as_str()), (Tag(1), "/a"));
+//! t.complete(tag, "page a".to_string());
+//! let (tag, _) = t.expect_yield::<Sleep>();
+//! t.complete(tag, ());
+//! assert_eq!(t.result::<usize>(), 1);
+//! ```
+
+use std::any::Any;
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+
+use crate::command::{Command, Spawn};
+use crate::context::{Backend, Context};
+use crate::error::{InitError, Phase, ProcessError, SendError, SpawnError, StepError, YieldError};
+use crate::payload::{IntoPayloads, Payload, Payloads};
+use crate::pid::Pid;
+use crate::process::{
+    Completion, Event, Events, IntoProcess, Message, Process, Status, StepOutput, SuspendPoint,
+    Tag, Yield,
+};
+
+/// A completion event for `tag` carrying `output` (build events for
+/// [`TestProcess::step_with`]).
+pub fn completion<T: Any + Send>(tag: Tag, output: T) -> Event {
+    Event::Completion(Completion {
+        tag,
+        result: Ok(Payload::new(output)),
+    })
+}
+
+/// A failed completion event for `tag`.
+pub fn failure(tag: Tag, error: YieldError) -> Event {
+    Event::Completion(Completion {
+        tag,
+        result: Err(error),
+    })
+}
+
+/// A message event from `from` (`None`: from outside any process).
+pub fn message<T: Any + Send>(from: Option<Pid>, value: T) -> Event {
+    Event::Message(Message {
+        from,
+        payload: Payload::new(value),
+    })
+}
+
+/// A message a process sent through its [`Context`].
+#[derive(Debug)]
+pub struct Sent {
+    /// The sender (the process's PID).
+    pub from: Option<Pid>,
+    /// The recipient.
+    pub to: Pid,
+    /// The message.
+    pub payload: Payload,
+}
+
+/// A process spawned through a [`Context`]: already initialised, not stepped yet.
+/// Drive it with [`TestProcess::from_spawned`].
+pub struct Spawned {
+    /// The PID it was given.
+    pub pid: Pid,
+    /// The spawning process.
+    pub parent: Option<Pid>,
+    /// The entry it runs.
+    pub method: String,
+    /// Whether it was spawned detached (its result would be discarded).
+    pub detached: bool,
+    process: Option<Box<dyn Process>>,
+    recorder: Arc<Recorder>,
+}
+
+impl Drop for Spawned {
+    /// A spawned process that no test takes over is closed, as the scheduler would.
+    fn drop(&mut self) {
+        if let Some(mut process) = self.process.take() {
+            let _ = catch_unwind(AssertUnwindSafe(|| process.close()));
+        }
+    }
+}
+
+/// What the recorder keeps of a spawn (no `Arc` to itself, so no cycle).
+struct SpawnRecord {
+    pid: Pid,
+    parent: Option<Pid>,
+    method: String,
+    detached: bool,
+    process: Box<dyn Process>,
+}
+
+impl fmt::Debug for Spawned {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Spawned")
+            .field("pid", &self.pid)
+            .field("parent", &self.parent)
+            .field("method", &self.method)
+            .field("detached", &self.detached)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The [`Backend`] of the harness's contexts: records instead of running.
+struct Recorder {
+    this: Weak<Recorder>,
+    next_pid: AtomicU64,
+    sent: Mutex<Vec<Sent>>,
+    spawned: Mutex<Vec<SpawnRecord>>,
+}
+
+impl Recorder {
+    fn new() -> Arc<Self> {
+        Arc::new_cyclic(|this| Self {
+            this: this.clone(),
+            next_pid: AtomicU64::new(1),
+            sent: Mutex::new(Vec::new()),
+            spawned: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn next_pid(&self) -> Pid {
+        Pid::from_raw(self.next_pid.fetch_add(1, Ordering::Relaxed))
+    }
+
+    fn arc(&self) -> Arc<Recorder> {
+        self.this
+            .upgrade()
+            .expect("a context outlives its recorder only if leaked")
+    }
+
+    fn context(&self, pid: Pid) -> Context {
+        Context::new(pid, self.arc())
+    }
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "<non-string panic payload>".to_owned()
+    }
+}
+
+/// Initialises `process` like the scheduler does: a refused or panicking init closes it.
+fn init_process(
+    process: &mut dyn Process,
+    ctx: Context,
+    method: &str,
+    input: Payloads,
+) -> Result<(), SpawnError> {
+    let result = catch_unwind(AssertUnwindSafe(|| process.init(ctx, method, input)));
+    let error = match result {
+        Ok(Ok(())) => return Ok(()),
+        Ok(Err(e)) => SpawnError::Init(e),
+        Err(panic) => SpawnError::InitPanicked {
+            message: panic_message(&*panic),
+        },
+    };
+    let _ = catch_unwind(AssertUnwindSafe(|| process.close()));
+    Err(error)
+}
+
+impl Backend for Recorder {
+    fn spawn(
+        &self,
+        parent: Option<Pid>,
+        mut process: Box<dyn Process>,
+        method: &str,
+        input: Payloads,
+        detached: bool,
+    ) -> Result<Pid, SpawnError> {
+        let pid = self.next_pid();
+        init_process(&mut *process, self.context(pid), method, input)?;
+        self.spawned.lock().push(SpawnRecord {
+            pid,
+            parent,
+            method: method.to_owned(),
+            detached,
+            process,
+        });
+        Ok(pid)
+    }
+
+    fn send(&self, from: Option<Pid>, to: Pid, payload: Payload) -> Result<(), SendError> {
+        self.sent.lock().push(Sent { from, to, payload });
+        Ok(())
+    }
+}
+
+/// Where a [`TestProcess`] stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TestStatus {
+    /// Initialised, never stepped.
+    NotStepped,
+    /// Suspended until a completion of an outstanding yield arrives.
+    WaitingForYields,
+    /// Suspended until a message arrives.
+    WaitingForMessage,
+    /// Asked to be stepped again at once ([`Status::Continue`]).
+    Continue,
+    /// Finished with a result ([`TestProcess::result`]).
+    Done,
+    /// Ended with an error, or a panic ([`TestProcess::error`]).
+    Failed,
+}
+
+impl fmt::Display for TestStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::NotStepped => "not stepped yet",
+            Self::WaitingForYields => "waiting for yields",
+            Self::WaitingForMessage => "waiting for a message",
+            Self::Continue => "runnable (continue)",
+            Self::Done => "done",
+            Self::Failed => "failed",
+        })
+    }
+}
+
+/// A process driven step by step by a test. See the [module docs](self).
+///
+/// Methods that step (`step`, `step_with`, `complete`, `fail`, `send`, `send_from`,
+/// `cancel`) panic if the process has already ended; the others never step.
+pub struct TestProcess {
+    process: Box<dyn Process>,
+    pid: Pid,
+    entry: String,
+    recorder: Arc<Recorder>,
+    events: Vec<Event>,
+    out: StepOutput,
+    /// Yields not completed yet, in tag order.
+    outstanding: Vec<Yield>,
+    /// Tags whose command a test took out with `take_yield`, not completed yet.
+    taken: Vec<Tag>,
+    last_yields: Vec<Tag>,
+    status: TestStatus,
+    result: Option<Payload>,
+    result_taken: bool,
+    error: Option<ProcessError>,
+    suspend_point: Option<SuspendPoint>,
+    steps: usize,
+    closed: bool,
+}
+
+impl TestProcess {
+    /// Initialises `process` as PID `<1>` to run entry `method` with `input`, and runs its
+    /// first step (with no events), as the scheduler does after spawning it.
+    ///
+    /// # Errors
+    /// The [`InitError`] of a refused init (unknown entry, wrong arguments). A panic in
+    /// `init` is resumed.
+    pub fn start<P: IntoProcess>(
+        process: P,
+        method: &str,
+        input: impl IntoPayloads,
+    ) -> Result<Self, InitError> {
+        let mut t = Self::init(process, method, input)?;
+        t.step();
+        Ok(t)
+    }
+
+    /// Like [`start`](Self::start), but without the first step: the test makes it, with
+    /// [`step`](Self::step) or [`step_with`](Self::step_with).
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub fn init<P: IntoProcess>(
+        process: P,
+        method: &str,
+        input: impl IntoPayloads,
+    ) -> Result<Self, InitError> {
+        let recorder = Recorder::new();
+        let pid = recorder.next_pid();
+        let mut process: Box<dyn Process> = Box::new(process.into_process());
+        let ctx = recorder.context(pid);
+        if let Err(e) = process.init(ctx, method, input.into_payloads()) {
+            process.close();
+            return Err(e);
+        }
+        Ok(Self::new(process, pid, method.to_owned(), recorder))
+    }
+
+    /// Takes over a process spawned through the context of another test process (see
+    /// [`take_spawned`](Self::take_spawned)) and runs its first step.
+    pub fn from_spawned(mut spawned: Spawned) -> Self {
+        let process = spawned.process.take().expect("taken only here");
+        let mut t = Self::new(
+            process,
+            spawned.pid,
+            std::mem::take(&mut spawned.method),
+            spawned.recorder.clone(),
+        );
+        t.step();
+        t
+    }
+
+    /// Takes over the child process of a yielded [`Spawn`] command: initialises it
+    /// with a fresh PID of this family (panicking if its init fails) and runs its first
+    /// step. Complete the `Spawn` yield with the returned process's [`pid`](Self::pid).
+    ///
+    /// # Panics
+    /// If the child's `init` refuses its entry or arguments.
+    pub fn from_spawn_command(&self, command: Spawn) -> Self {
+        let pid = self.recorder.next_pid();
+        let mut process = command.process;
+        if let Err(e) = init_process(
+            &mut *process,
+            self.recorder.context(pid),
+            &command.method,
+            command.input,
+        ) {
+            panic!("the spawned process could not start: {e}");
+        }
+        let mut t = Self::new(process, pid, command.method, self.recorder.clone());
+        t.step();
+        t
+    }
+
+    fn new(process: Box<dyn Process>, pid: Pid, entry: String, recorder: Arc<Recorder>) -> Self {
+        Self {
+            process,
+            pid,
+            entry,
+            recorder,
+            events: Vec::new(),
+            out: StepOutput::new(),
+            outstanding: Vec::new(),
+            taken: Vec::new(),
+            last_yields: Vec::new(),
+            status: TestStatus::NotStepped,
+            result: None,
+            result_taken: false,
+            error: None,
+            suspend_point: None,
+            steps: 0,
+            closed: false,
+        }
+    }
+
+    /// The process's PID.
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    /// The entry it was started with.
+    pub fn entry(&self) -> &str {
+        &self.entry
+    }
+
+    /// Where it stands.
+    pub fn status(&self) -> TestStatus {
+        self.status
+    }
+
+    /// How many steps it was given.
+    pub fn steps(&self) -> usize {
+        self.steps
+    }
+
+    /// Whether it finished with a result.
+    pub fn is_done(&self) -> bool {
+        self.status == TestStatus::Done
+    }
+
+    /// Whether it ended, with a result or an error.
+    pub fn is_ended(&self) -> bool {
+        matches!(self.status, TestStatus::Done | TestStatus::Failed)
+    }
+
+    /// Where it waits, as its last step reported (for `#[process]` processes, the
+    /// `yield_cmd!` / `recv!` call and what it waits for).
+    pub fn suspend_point(&self) -> Option<SuspendPoint> {
+        self.suspend_point
+    }
+
+    /// The error it ended with (a failed step, or a caught panic).
+    pub fn error(&self) -> Option<&ProcessError> {
+        self.error.as_ref()
+    }
+
+    /// The error it ended with.
+    ///
+    /// # Panics
+    /// If it did not end with an error; the message says where it stands.
+    #[track_caller]
+    pub fn expect_error(&self) -> &ProcessError {
+        match &self.error {
+            Some(e) => e,
+            None => panic!("expected the process to have failed, but it is {self}"),
+        }
+    }
+
+    /// Takes its result, as a `T`.
+    ///
+    /// # Panics
+    /// If it is not done (the message says where it waits or how it failed), the
+    /// result was taken already, or it is not a `T`.
+    #[track_caller]
+    pub fn result<T: Any>(&mut self) -> T {
+        let payload = self.result_payload();
+        match payload.downcast::<T>() {
+            Ok(v) => v,
+            Err(e) => panic!(
+                "the result of {} is a `{}`, not a `{}`",
+                self.pid,
+                e.actual(),
+                e.expected()
+            ),
+        }
+    }
+
+    /// Takes its result as a [`Payload`].
+    ///
+    /// # Panics
+    /// If it is not done, or the result was taken already.
+    #[track_caller]
+    pub fn result_payload(&mut self) -> Payload {
+        match self.result.take() {
+            Some(p) => {
+                self.result_taken = true;
+                p
+            }
+            None if self.result_taken => panic!("the result of {} was already taken", self.pid),
+            None => panic!("expected the process to be done, but it is {self}"),
+        }
+    }
+
+    /// The yields it made that are not completed yet, in tag order (commands taken out
+    /// with [`take_yield`](Self::take_yield) are not listed).
+    pub fn yields(&self) -> &[Yield] {
+        &self.outstanding
+    }
+
+    /// The tags of the yields its last step made.
+    pub fn last_yields(&self) -> &[Tag] {
+        &self.last_yields
+    }
+
+    /// The first outstanding yield of a `C`: its tag and the command.
+    ///
+    /// # Panics
+    /// If there is none; the message lists the outstanding yields and where the process
+    /// waits.
+    #[track_caller]
+    pub fn expect_yield<C: Command>(&self) -> (Tag, &C) {
+        match self.outstanding.iter().find(|y| y.is::<C>()) {
+            Some(y) => (y.tag(), y.command::<C>().expect("type was checked")),
+            None => panic!(
+                "expected an outstanding yield of `{}`, but the process is {self}",
+                std::any::type_name::<C>()
+            ),
+        }
+    }
+
+    /// Takes the first outstanding yield of a `C` out: its tag and the command (e.g. a
+    /// [`Spawn`] to run with [`from_spawn_command`](Self::from_spawn_command)). The tag
+    /// stays open: complete it as usual.
+    ///
+    /// # Panics
+    /// As [`expect_yield`](Self::expect_yield).
+    #[track_caller]
+    pub fn take_yield<C: Command>(&mut self) -> (Tag, C) {
+        let Some(i) = self.outstanding.iter().position(|y| y.is::<C>()) else {
+            panic!(
+                "expected an outstanding yield of `{}`, but the process is {self}",
+                std::any::type_name::<C>()
+            )
+        };
+        let y = self.outstanding.remove(i);
+        let tag = y.tag();
+        self.taken.push(tag);
+        (tag, y.into_command::<C>().expect("type was checked"))
+    }
+
+    /// Steps with the events queued so far (none, unless a step is being retried).
+    ///
+    /// # Panics
+    /// If the process has ended.
+    #[track_caller]
+    pub fn step(&mut self) -> &mut Self {
+        if self.is_ended() {
+            panic!("cannot step {}: it has ended ({self})", self.pid);
+        }
+        self.steps += 1;
+        self.out.clear();
+        let process = &mut self.process;
+        let (events, out) = (&mut self.events, &mut self.out);
+        let stepped = catch_unwind(AssertUnwindSafe(|| process.step(Events::new(events), out)));
+        self.events.clear();
+        self.last_yields.clear();
+        for y in self.out.drain_yields() {
+            self.last_yields.push(y.tag());
+            self.outstanding.push(y);
+        }
+        self.suspend_point = self.out.suspend_point();
+        let ended = match stepped {
+            Ok(Ok(())) => match self.out.take_status() {
+                Some(Status::Done(result)) => {
+                    self.status = TestStatus::Done;
+                    self.result = Some(result);
+                    true
+                }
+                Some(Status::WaitingForYields) => {
+                    self.status = TestStatus::WaitingForYields;
+                    false
+                }
+                Some(Status::WaitingForMessage) => {
+                    self.status = TestStatus::WaitingForMessage;
+                    false
+                }
+                Some(Status::Continue) => {
+                    self.status = TestStatus::Continue;
+                    false
+                }
+                None => {
+                    self.fail_with(ProcessError::Failed(StepError::new(
+                        "the step set no status",
+                    )));
+                    true
+                }
+            },
+            Ok(Err(e)) => {
+                self.fail_with(ProcessError::Failed(e));
+                true
+            }
+            Err(panic) => {
+                self.fail_with(ProcessError::Panicked {
+                    phase: Phase::Step,
+                    message: panic_message(&*panic),
+                });
+                true
+            }
+        };
+        if ended {
+            self.close();
+        }
+        self
+    }
+
+    fn fail_with(&mut self, error: ProcessError) {
+        self.status = TestStatus::Failed;
+        self.error = Some(error);
+    }
+
+    fn close(&mut self) {
+        if !self.closed {
+            self.closed = true;
+            let process = &mut self.process;
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| process.close())) {
+                if self.error.is_none() {
+                    self.status = TestStatus::Failed;
+                    self.result = None;
+                    self.error = Some(ProcessError::Panicked {
+                        phase: Phase::Close,
+                        message: panic_message(&*panic),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Steps with `events`, as the scheduler would hand them in one step. Completions
+    /// of outstanding yields count as completed; no other check is made (use this to
+    /// feed unknown tags, duplicates, or several events at once).
+    ///
+    /// # Panics
+    /// If the process has ended.
+    #[track_caller]
+    pub fn step_with(&mut self, events: impl IntoIterator<Item = Event>) -> &mut Self {
+        for event in events {
+            if let Event::Completion(c) = &event {
+                self.forget(c.tag);
+            }
+            self.events.push(event);
+        }
+        self.step()
+    }
+
+    fn forget(&mut self, tag: Tag) -> bool {
+        let before = self.outstanding.len() + self.taken.len();
+        self.outstanding.retain(|y| y.tag() != tag);
+        self.taken.retain(|t| *t != tag);
+        before != self.outstanding.len() + self.taken.len()
+    }
+
+    #[track_caller]
+    fn check_outstanding(&self, tag: Tag) {
+        if !self.outstanding.iter().any(|y| y.tag() == tag) && !self.taken.contains(&tag) {
+            panic!(
+                "cannot complete {tag}: no outstanding yield has that tag; the process is {self}"
+            );
+        }
+    }
+
+    /// Completes the outstanding yield `tag` with `output` and steps.
+    ///
+    /// # Panics
+    /// If no outstanding yield has that tag (use [`step_with`](Self::step_with) to feed
+    /// arbitrary events), or the process has ended.
+    #[track_caller]
+    pub fn complete<T: Any + Send>(&mut self, tag: Tag, output: T) -> &mut Self {
+        self.check_outstanding(tag);
+        self.step_with([completion(tag, output)])
+    }
+
+    /// Fails the outstanding yield `tag` with `error` and steps.
+    ///
+    /// # Panics
+    /// As [`complete`](Self::complete).
+    #[track_caller]
+    pub fn fail(&mut self, tag: Tag, error: YieldError) -> &mut Self {
+        self.check_outstanding(tag);
+        self.step_with([failure(tag, error)])
+    }
+
+    /// Sends `value` as a message from outside any process, and steps.
+    ///
+    /// # Panics
+    /// If the process has ended.
+    #[track_caller]
+    pub fn send<T: Any + Send>(&mut self, value: T) -> &mut Self {
+        self.step_with([message(None, value)])
+    }
+
+    /// Sends `value` as a message from `from`, and steps.
+    ///
+    /// # Panics
+    /// If the process has ended.
+    #[track_caller]
+    pub fn send_from<T: Any + Send>(&mut self, from: Option<Pid>, value: T) -> &mut Self {
+        self.step_with([message(from, value)])
+    }
+
+    /// Asks the process to stop (as shutdown does), and steps.
+    ///
+    /// # Panics
+    /// If the process has ended.
+    #[track_caller]
+    pub fn cancel(&mut self) -> &mut Self {
+        self.step_with([Event::Cancel])
+    }
+
+    /// Takes the messages this process sent through its context, in order.
+    pub fn take_sent(&mut self) -> Vec<Sent> {
+        let mut sent = self.recorder.sent.lock();
+        let (mine, others) = std::mem::take(&mut *sent)
+            .into_iter()
+            .partition(|s| s.from == Some(self.pid));
+        *sent = others;
+        mine
+    }
+
+    /// Takes the processes this process spawned through its context, in order.
+    pub fn take_spawned(&mut self) -> Vec<Spawned> {
+        let mine: Vec<SpawnRecord> = {
+            let mut spawned = self.recorder.spawned.lock();
+            let (mine, others) = std::mem::take(&mut *spawned)
+                .into_iter()
+                .partition(|s| s.parent == Some(self.pid));
+            *spawned = others;
+            mine
+        };
+        mine.into_iter()
+            .map(|r| Spawned {
+                pid: r.pid,
+                parent: r.parent,
+                method: r.method,
+                detached: r.detached,
+                process: Some(r.process),
+                recorder: self.recorder.clone(),
+            })
+            .collect()
+    }
+}
+
+impl fmt::Display for TestProcess {
+    /// A one-line account for failure messages: PID, entry, status, where it waits and
+    /// what is outstanding.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "process {} (entry `{}`) {}",
+            self.pid, self.entry, self.status
+        )?;
+        match (&self.status, &self.error) {
+            (TestStatus::Failed, Some(e)) => return write!(f, ": {e}"),
+            (TestStatus::Done, _) => return Ok(()),
+            _ => {}
+        }
+        if let Some(point) = self.suspend_point {
+            write!(f, ", suspended at the {point}")?;
+        }
+        if self.outstanding.is_empty() && self.taken.is_empty() {
+            f.write_str("; no outstanding yields")
+        } else {
+            f.write_str("; outstanding yields:")?;
+            for y in &self.outstanding {
+                write!(f, " {} `{}`", y.tag(), y.command_name())?;
+            }
+            for t in &self.taken {
+                write!(f, " {t} (taken)")?;
+            }
+            Ok(())
+        }
+    }
+}
+
+impl fmt::Debug for TestProcess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TestProcess({self})")
+    }
+}
+
+impl Drop for TestProcess {
+    /// Closes the process if it has not ended, as the scheduler does at shutdown, and
+    /// closes the processes it spawned that no test took over.
+    fn drop(&mut self) {
+        self.close();
+        drop(self.take_spawned());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::command::Sleep;
+    use crate::{process, recv, yield_cmd, BoxError, RecvError};
+    use std::time::Duration;
+
+    struct Echo;
+
+    // The macro works inside the runtime crate too (`extern crate self as wsched`).
+    #[process]
+    impl Echo {
+        #[entry]
+        fn run(&mut self, times: u32) -> Result<Vec<u32>, BoxError> {
+            let mut got = Vec::new();
+            for _ in 0..times {
+                yield_cmd!(Sleep(Duration::from_millis(1)))?;
+                got.push(recv!(u32)?);
+            }
+            Ok(got)
+        }
+
+        #[entry]
+        fn cancelled(&mut self) -> bool {
+            matches!(recv!(), Err(RecvError::Cancelled))
+        }
+    }
+
+    #[test]
+    fn testing_drives_a_macro_process() {
+        let mut t = TestProcess::start(Echo, "run", (2_u32,)).unwrap();
+        assert_eq!(t.status(), TestStatus::WaitingForYields);
+        t.complete(Tag(1), ());
+        assert_eq!(t.status(), TestStatus::WaitingForMessage);
+        t.send(5_u32);
+        t.complete(Tag(2), ()).send(6_u32);
+        assert_eq!(t.result::<Vec<u32>>(), vec![5, 6]);
+        assert_eq!(t.steps(), 5);
+    }
+
+    #[test]
+    fn testing_display_says_where_the_process_waits() {
+        let t = TestProcess::start(Echo, "run", (1_u32,)).unwrap();
+        let shown = t.to_string();
+        assert!(
+            shown.starts_with(
+                "process <1> (entry `run`) waiting for yields, suspended at the yield of \
+                 `wsched::command::builtin::Sleep` at wsched/src/testing.rs:"
+            ),
+            "{shown}"
+        );
+        assert!(shown.ends_with("; outstanding yields: #1 `wsched::command::builtin::Sleep`"));
+    }
+
+    #[test]
+    fn testing_cancel_and_init_errors() {
+        let mut t = TestProcess::start(Echo, "cancelled", ()).unwrap();
+        t.cancel();
+        assert!(t.result::<bool>());
+        let err = TestProcess::start(Echo, "nope", ()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no entry named `nope`; available entries: `run`, `cancelled`"
+        );
+    }
+}
