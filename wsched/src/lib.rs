@@ -48,3 +48,8 @@ pub use process::{
 pub use runtime::{
     Builder, Handle, Metrics, ProcessInfo, ProcessState, Scheduler, ShutdownReport, WorkerMetrics,
 };
+
+/// The README's example compiles: it is run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
