@@ -85,7 +85,11 @@ impl Supervisor {
     fn supervise(&mut self, sites: Vec<String>, collector: Pid) -> Result<usize, BoxError> {
         let mut crawlers = Vec::new();
         for site in sites {
-            crawlers.push(yield_cmd!(Spawn::new(Crawler { collector }, "crawl", (site, 8_u32)))?);
+            crawlers.push(yield_cmd!(Spawn::new(
+                Crawler { collector },
+                "crawl",
+                (site, 8_u32)
+            ))?);
         }
         let mut total = 0;
         for result in yield_all!(crawlers.into_iter().map(Join)) {
@@ -116,7 +120,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     let total = scheduler.wait(supervisor)?.downcast::<usize>()?;
-    let collected = scheduler.wait(collector)?.downcast::<Vec<(String, usize)>>()?;
+    let collected = scheduler
+        .wait(collector)?
+        .downcast::<Vec<(String, usize)>>()?;
     println!("\nthe supervisor's crawlers fetched {total} bytes; the collector heard from:");
     for (site, bytes) in &collected {
         println!("  {site:<12} {bytes:>6} bytes");

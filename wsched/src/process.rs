@@ -7,7 +7,7 @@ use std::panic::Location;
 
 use crate::command::Command;
 use crate::context::Context;
-use crate::error::{InitError, StepError, YieldError};
+use crate::error::{InitError, SpawnError, StepError, YieldError};
 use crate::payload::{Payload, Payloads};
 use crate::pid::Pid;
 
@@ -349,4 +349,36 @@ impl StepOutput {
         self.yields.clear();
         self.suspended_at = None;
     }
+}
+
+/// The message of a caught panic: its `&str` or `String` payload.
+pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "<non-string panic payload>".to_owned()
+    }
+}
+
+/// Runs `init` as the contract requires of every runner (the scheduler and the
+/// testing harness): a panic is caught, and a refused or panicking init closes the
+/// process at once, since `close` runs exactly once however a process ends.
+pub(crate) fn init_process(
+    process: &mut dyn Process,
+    ctx: Context,
+    method: &str,
+    input: Payloads,
+) -> Result<(), SpawnError> {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    let error = match catch_unwind(AssertUnwindSafe(|| process.init(ctx, method, input))) {
+        Ok(Ok(())) => return Ok(()),
+        Ok(Err(e)) => SpawnError::Init(e),
+        Err(panic) => SpawnError::InitPanicked {
+            message: panic_message(&*panic),
+        },
+    };
+    let _ = catch_unwind(AssertUnwindSafe(|| process.close()));
+    Err(error)
 }

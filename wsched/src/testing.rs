@@ -69,8 +69,8 @@ use crate::error::{InitError, Phase, ProcessError, SendError, SpawnError, StepEr
 use crate::payload::{IntoPayloads, Payload, Payloads};
 use crate::pid::Pid;
 use crate::process::{
-    Completion, Event, Events, IntoProcess, Message, Process, Status, StepOutput, SuspendPoint,
-    Tag, Yield,
+    init_process, panic_message, Completion, Event, Events, IntoProcess, Message, Process, Status,
+    StepOutput, SuspendPoint, Tag, Yield,
 };
 
 /// A completion event for `tag` carrying `output` (build events for
@@ -184,35 +184,6 @@ impl Recorder {
     fn context(&self, pid: Pid) -> Context {
         Context::new(pid, self.arc())
     }
-}
-
-fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "<non-string panic payload>".to_owned()
-    }
-}
-
-/// Initialises `process` like the scheduler does: a refused or panicking init closes it.
-fn init_process(
-    process: &mut dyn Process,
-    ctx: Context,
-    method: &str,
-    input: Payloads,
-) -> Result<(), SpawnError> {
-    let result = catch_unwind(AssertUnwindSafe(|| process.init(ctx, method, input)));
-    let error = match result {
-        Ok(Ok(())) => return Ok(()),
-        Ok(Err(e)) => SpawnError::Init(e),
-        Err(panic) => SpawnError::InitPanicked {
-            message: panic_message(&*panic),
-        },
-    };
-    let _ = catch_unwind(AssertUnwindSafe(|| process.close()));
-    Err(error)
 }
 
 impl Backend for Recorder {

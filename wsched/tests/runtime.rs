@@ -712,3 +712,27 @@ fn one_worker_survives_many_messages_between_many_processes() {
         assert_eq!(s.wait(e).unwrap().downcast::<u64>().unwrap(), i as u64);
     }
 }
+
+#[test]
+fn the_listing_names_each_process_parent() {
+    let s = scheduler(2);
+    let (tx, rx) = mpsc::channel();
+    let tx = parking_lot::Mutex::new(tx);
+    let parent = s
+        .spawn(
+            Scripted::new(move |ctx, _, out| {
+                let child = ctx.spawn(Echo::new(), "serve", ()).unwrap();
+                tx.lock().send(child).unwrap();
+                out.set_status(Status::WaitingForMessage);
+                Ok(())
+            }),
+            "run",
+            (),
+        )
+        .unwrap();
+    let child = rx.recv().unwrap();
+    let list = s.processes();
+    let info = |pid| list.iter().find(|p| p.pid == pid).unwrap();
+    assert_eq!(info(child).parent, Some(parent));
+    assert_eq!(info(parent).parent, None);
+}

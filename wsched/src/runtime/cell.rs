@@ -15,6 +15,7 @@ pub(crate) type ResultWaiter = Box<dyn FnOnce(Result<Payload, JoinError>) + Send
 
 pub(crate) struct ProcessCell {
     pid: Pid,
+    parent: Option<Pid>,
     entry: Box<str>,
     detached: bool,
     state: State,
@@ -58,9 +59,16 @@ pub(crate) struct Owned<'a> {
 }
 
 impl ProcessCell {
-    pub(crate) fn new(pid: Pid, entry: &str, detached: bool, body: Box<dyn Process>) -> Self {
+    pub(crate) fn new(
+        pid: Pid,
+        parent: Option<Pid>,
+        entry: &str,
+        detached: bool,
+        body: Box<dyn Process>,
+    ) -> Self {
         Self {
             pid,
+            parent,
             entry: entry.into(),
             detached,
             state: State::new_ready(),
@@ -74,6 +82,10 @@ impl ProcessCell {
 
     pub(crate) fn pid(&self) -> Pid {
         self.pid
+    }
+
+    pub(crate) fn parent(&self) -> Option<Pid> {
+        self.parent
     }
 
     pub(crate) fn entry(&self) -> &str {

@@ -129,6 +129,8 @@ impl Metrics {
 pub struct ProcessInfo {
     /// The process.
     pub pid: Pid,
+    /// The process that spawned it (`None`: spawned from outside any process).
+    pub parent: Option<Pid>,
     /// Its state when listed.
     pub state: ProcessState,
     /// The entry it runs.

@@ -32,13 +32,4 @@ pub use metrics::{Metrics, ProcessInfo, WorkerMetrics};
 pub use scheduler::{Handle, Scheduler, ShutdownReport};
 pub use state::ProcessState;
 
-/// The message of a caught panic: its `&str` or `String` payload.
-pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "<non-string panic payload>".to_owned()
-    }
-}
+pub(crate) use crate::process::panic_message;

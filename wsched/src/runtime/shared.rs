@@ -18,7 +18,7 @@ use crate::context::{Backend, Context};
 use crate::error::{JoinError, Phase, ProcessError, SendError, SendErrorKind, SpawnError};
 use crate::payload::{Payload, Payloads};
 use crate::pid::{Pid, PidAllocator};
-use crate::process::{Event, Message, Process};
+use crate::process::{init_process, Event, Message, Process};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use parking_lot::{Condvar, Mutex};
@@ -103,7 +103,7 @@ impl Shared {
     /// returned to the caller), then registers and queues it.
     pub(crate) fn spawn(
         &self,
-        _parent: Option<Pid>,
+        parent: Option<Pid>,
         mut process: Box<dyn Process>,
         method: &str,
         input: Payloads,
@@ -113,22 +113,9 @@ impl Shared {
             return Err(SpawnError::ShuttingDown);
         }
         let pid = self.pids.next();
-        let context = Context::new(pid, self.arc());
-        let init = catch_unwind(AssertUnwindSafe(|| process.init(context, method, input)));
-        let failure = match init {
-            Ok(Ok(())) => None,
-            Ok(Err(error)) => Some(SpawnError::Init(error)),
-            Err(panic) => Some(SpawnError::InitPanicked {
-                message: panic_message(&*panic),
-            }),
-        };
-        if let Some(failure) = failure {
-            // `close` runs exactly once, however the process ended — here, at once.
-            let _ = close_body(process);
-            return Err(failure);
-        }
+        init_process(&mut *process, Context::new(pid, self.arc()), method, input)?;
 
-        let cell = Arc::new(ProcessCell::new(pid, method, detached, process));
+        let cell = Arc::new(ProcessCell::new(pid, parent, method, detached, process));
         self.live.fetch_add(1, Ordering::SeqCst);
         self.globals.spawned.fetch_add(1, Ordering::Relaxed);
         self.registry.insert(cell.clone());
@@ -366,6 +353,7 @@ impl Shared {
             .filter(|cell| !cell.is_done())
             .map(|cell| ProcessInfo {
                 pid: cell.pid(),
+                parent: cell.parent(),
                 state: cell.state(),
                 entry: cell.entry().to_owned(),
                 steps: cell.steps(),

@@ -24,7 +24,7 @@ impl Process for Inert {
 }
 
 fn cell() -> ProcessCell {
-    ProcessCell::new(Pid::from_raw(1), "run", false, Box::new(Inert))
+    ProcessCell::new(Pid::from_raw(1), None, "run", false, Box::new(Inert))
 }
 
 fn completion() -> Event {
