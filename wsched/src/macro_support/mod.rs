@@ -143,7 +143,14 @@ enum State<P> {
 /// in and polls the coroutine once; `close` drops it.
 pub struct Machine<P> {
     state: State<P>,
-    io: io::Io,
+    /// `None` only while installed for a poll (see `io.rs`).
+    io: Option<Box<io::Io>>,
+}
+
+/// The machine's state outside a poll.
+fn io_of(slot: &mut Option<Box<io::Io>>) -> &mut io::Io {
+    slot.as_deref_mut()
+        .expect("the process state is only lent out during a poll")
 }
 
 impl<P: Entries> Machine<P> {
@@ -151,7 +158,7 @@ impl<P: Entries> Machine<P> {
     pub fn new(process: P) -> Self {
         Self {
             state: State::Unstarted(process),
-            io: io::Io::default(),
+            io: Some(Box::default()),
         }
     }
 
@@ -159,20 +166,23 @@ impl<P: Entries> Machine<P> {
     pub fn entry(&self) -> Option<&'static str> {
         match &self.state {
             State::Running(body) => Some(body.entry),
-            _ if !self.io.entry.is_empty() => Some(self.io.entry),
-            _ => None,
+            _ => self
+                .io
+                .as_ref()
+                .map(|io| io.entry)
+                .filter(|e| !e.is_empty()),
         }
     }
 
     /// How many yields the process has made so far (its last tag's number).
     pub fn yields_made(&self) -> u64 {
-        self.io.tags_issued()
+        self.io.as_ref().map_or(0, |io| io.tags_issued())
     }
 
     /// How many received messages wait in its mailbox (e.g. other types than a typed
     /// `recv!` wants).
     pub fn mailbox_len(&self) -> usize {
-        self.io.mailbox.len()
+        self.io.as_ref().map_or(0, |io| io.mailbox.len())
     }
 
     /// Drops the coroutine (and with it the struct), with the state installed so that
@@ -209,8 +219,9 @@ impl<P: Entries> Process for Machine<P> {
             }
         };
         let body = process.start(method, input)?;
-        self.io.entry = body.entry;
-        self.io.ctx = Some(ctx);
+        let io = io_of(&mut self.io);
+        io.entry = body.entry;
+        io.ctx = Some(ctx);
         self.state = State::Running(body);
         Ok(())
     }
@@ -224,16 +235,17 @@ impl<P: Entries> Process for Machine<P> {
         for event in events {
             // A completion nobody waits for any more (a receive's timer that lost to
             // a message) comes back here and is dropped.
-            drop(self.io.deliver(event));
+            drop(io_of(&mut self.io).deliver(event));
         }
-        self.io.suspended = None;
+        io_of(&mut self.io).suspended = None;
         let poll = {
             let _installed = io::install(&mut self.io);
             body.future
                 .as_mut()
                 .poll(&mut TaskCx::from_waker(Waker::noop()))
         };
-        for y in self.io.outgoing.drain(..) {
+        let io = io_of(&mut self.io);
+        for y in io.outgoing.drain(..) {
             out.push_yield(y);
         }
         match poll {
@@ -242,12 +254,12 @@ impl<P: Entries> Process for Machine<P> {
                 out.set_status(Status::Done(result?));
             }
             Poll::Pending => {
-                let Some(point) = self.io.suspended.take() else {
+                let Some(point) = io.suspended.take() else {
                     return Err(StepError::new(format!(
                         "entry `{}` awaited a future that is not a wsched suspension point \
                          (only yield_cmd!, yield_all!, recv! and #[suspend] methods may \
                          suspend an entry); it would never be woken",
-                        self.io.entry
+                        io.entry
                     )));
                 };
                 out.set_suspend_point(point);

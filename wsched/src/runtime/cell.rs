@@ -29,15 +29,22 @@ pub(crate) struct ProcessCell {
     mailbox: Mutex<Mailbox>,
     /// Touched only through [`Owned`], i.e. by whoever holds the RUNNING state.
     body: UnsafeCell<Option<Box<dyn Process>>>,
+    /// Written only by the owner (a plain load and store, no locked instruction).
     steps: AtomicU64,
+    /// Where the process waits, for listings. The owner keeps its own copy of the
+    /// last value it published (`published_at`, touched only through [`Owned`]) so
+    /// that a process suspending at the same place step after step — the common case
+    /// — costs no lock.
     suspended_at: Mutex<Option<SuspendPoint>>,
+    published_at: UnsafeCell<Option<SuspendPoint>>,
     outcome: Mutex<Outcome>,
 }
 
-// SAFETY: `body` is the only field that is not `Sync` by itself. It is accessed only
-// through `Owned`, which exists only while its holder owns the RUNNING state (see the
-// "one owner" invariant in `state.rs`), so no two threads ever touch it at once, and
-// the AcqRel CASes that pass ownership on order one owner's accesses before the next's.
+// SAFETY: `body` and `published_at` are the only fields that are not `Sync` by
+// themselves. They are accessed only through `Owned`, which exists only while its
+// holder owns the RUNNING state (see the "one owner" invariant in `state.rs`), so no
+// two threads ever touch them at once, and the AcqRel CASes that pass ownership on
+// order one owner's accesses before the next's.
 // `Box<dyn Process>` is `Send`, so moving that access between threads is sound.
 unsafe impl Sync for ProcessCell {}
 
@@ -76,6 +83,7 @@ impl ProcessCell {
             body: UnsafeCell::new(Some(body)),
             steps: AtomicU64::new(0),
             suspended_at: Mutex::new(None),
+            published_at: UnsafeCell::new(None),
             outcome: Mutex::new(Outcome::Pending { waiter: None }),
         }
     }
@@ -232,11 +240,18 @@ impl Owned<'_> {
         self.cell.body.with_mut(|body| f(unsafe { &mut *body }))
     }
 
-    pub(crate) fn record_step(&self, suspended_at: Option<SuspendPoint>) {
-        self.cell.steps.fetch_add(1, Ordering::Relaxed);
-        let mut slot = self.cell.suspended_at.lock();
-        if *slot != suspended_at {
-            *slot = suspended_at;
+    pub(crate) fn record_step(&mut self, suspended_at: Option<SuspendPoint>) {
+        let steps = &self.cell.steps;
+        steps.store(steps.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        let changed = self.cell.published_at.with_mut(|published| {
+            // SAFETY: as in `with_body`: only the owner touches `published_at`.
+            let published = unsafe { &mut *published };
+            let changed = *published != suspended_at;
+            *published = suspended_at;
+            changed
+        });
+        if changed {
+            *self.cell.suspended_at.lock() = suspended_at;
         }
     }
 

@@ -11,6 +11,7 @@ use super::cell::ProcessCell;
 use crate::pid::Pid;
 use std::sync::Arc;
 
+use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 
 const SHARDS: usize = 64;
@@ -39,13 +40,17 @@ impl Hasher for PidHasher {
 type Shard = HashMap<Pid, Arc<ProcessCell>, BuildHasherDefault<PidHasher>>;
 
 pub(crate) struct Registry {
-    shards: Box<[Mutex<Shard>]>,
+    /// Padded: neighbouring shards on one cache line would make workers touching
+    /// different processes contend anyway.
+    shards: Box<[CachePadded<Mutex<Shard>>]>,
 }
 
 impl Registry {
     pub(crate) fn new() -> Self {
         Self {
-            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            shards: (0..SHARDS)
+                .map(|_| CachePadded::new(Mutex::new(Shard::default())))
+                .collect(),
         }
     }
 
@@ -59,6 +64,13 @@ impl Registry {
 
     pub(crate) fn get(&self, pid: Pid) -> Option<Arc<ProcessCell>> {
         self.shard(pid).lock().get(&pid).cloned()
+    }
+
+    /// Runs `f` on `pid`'s cell under its shard's lock, sparing the reference-count
+    /// traffic of [`get`](Self::get) on the hot path of sends. `f` must be short and
+    /// must not touch the registry.
+    pub(crate) fn with<R>(&self, pid: Pid, f: impl FnOnce(&Arc<ProcessCell>) -> R) -> Option<R> {
+        self.shard(pid).lock().get(&pid).map(f)
     }
 
     pub(crate) fn remove(&self, pid: Pid) {

@@ -157,21 +157,27 @@ impl Shared {
         to: Pid,
         payload: Payload,
     ) -> Result<(), SendError> {
-        let Some(cell) = self.registry.get(to) else {
-            let kind = if self.pids.issued(to) {
-                SendErrorKind::Finished
-            } else {
-                SendErrorKind::NoSuchProcess
-            };
-            return Err(SendError::new(to, kind, payload));
-        };
-        self.deliver(&cell, Event::Message(Message { from, payload }))
-            .map_err(|event| match event {
-                Event::Message(message) => {
-                    SendError::new(to, SendErrorKind::Finished, message.payload)
-                }
-                _ => unreachable!("the message is handed back"),
-            })
+        let mut message = Some(Message { from, payload });
+        let delivered = self.registry.with(to, |cell| {
+            let event = Event::Message(message.take().expect("taken once"));
+            self.deliver(cell, event)
+        });
+        match delivered {
+            Some(Ok(())) => Ok(()),
+            Some(Err(Event::Message(message))) => {
+                Err(SendError::new(to, SendErrorKind::Finished, message.payload))
+            }
+            Some(Err(_)) => unreachable!("the message is handed back"),
+            None => {
+                let kind = if self.pids.issued(to) {
+                    SendErrorKind::Finished
+                } else {
+                    SendErrorKind::NoSuchProcess
+                };
+                let payload = message.take().expect("not taken").payload;
+                Err(SendError::new(to, kind, payload))
+            }
+        }
     }
 
     // ---- results --------------------------------------------------------------
