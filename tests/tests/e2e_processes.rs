@@ -339,7 +339,10 @@ fn shutdown_cancels_and_lets_processes_clean_up_with_yields() {
     let sched = scheduler(2, flushed.clone());
     let a = sched.spawn(Janitor, "run", ("a",)).unwrap();
     let b = sched.spawn(Janitor, "listen", ("b",)).unwrap();
-    thread::sleep(ms(30));
+    // Let both reach a suspension point, so that the cancel interrupts a wait.
+    while sched.processes().iter().filter(|p| p.steps > 0).count() < 2 {
+        thread::yield_now();
+    }
     let report = sched.shutdown(WAIT);
     assert!(report.stopped.is_empty(), "{report:?}");
     let mut flushed = flushed.lock().unwrap().clone();
@@ -350,6 +353,51 @@ fn shutdown_cancels_and_lets_processes_clean_up_with_yields() {
         "a cleaned up"
     );
     assert_eq!(sched.wait(b).unwrap().downcast::<&str>().unwrap(), "b");
+}
+
+/// Cancels another process from inside an entry.
+struct Canceller;
+
+#[process]
+impl Canceller {
+    #[entry]
+    fn run(&mut self, target: Pid) -> Result<(), BoxError> {
+        this::cancel(target)?;
+        Ok(())
+    }
+}
+
+#[test]
+fn a_cancel_request_reaches_the_entry_which_cleans_up() {
+    let flushed = Arc::new(Mutex::new(Vec::new()));
+    let sched = scheduler(2, flushed.clone());
+    let from_outside = sched.spawn(Janitor, "run", ("outside",)).unwrap();
+    let from_process = sched.spawn(Janitor, "listen", ("process",)).unwrap();
+    sched.cancel(from_outside).unwrap();
+    let canceller = sched.spawn(Canceller, "run", (from_process,)).unwrap();
+    sched.wait_timeout(canceller, WAIT).unwrap();
+    assert_eq!(
+        sched
+            .wait_timeout(from_outside, WAIT)
+            .unwrap()
+            .downcast::<String>()
+            .unwrap(),
+        "outside cleaned up"
+    );
+    assert_eq!(
+        sched
+            .wait_timeout(from_process, WAIT)
+            .unwrap()
+            .downcast::<&str>()
+            .unwrap(),
+        "process"
+    );
+    let mut flushed = flushed.lock().unwrap().clone();
+    flushed.sort();
+    assert_eq!(flushed, ["outside", "process"]);
+    // Cancelling a finished process is an error that says so.
+    let err = sched.cancel(from_outside).unwrap_err();
+    assert_eq!(err.kind(), wsched::SendErrorKind::Finished);
 }
 
 // ---------------------------------------------------------------- panics

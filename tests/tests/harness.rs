@@ -892,3 +892,25 @@ fn the_struct_is_dropped_when_the_process_ends_or_is_closed() {
     drop(t);
     assert_eq!(drops.load(Ordering::SeqCst), 2);
 }
+
+struct Stopper;
+
+#[process]
+impl Stopper {
+    #[entry]
+    fn stop(&mut self, targets: Vec<Pid>) -> Result<usize, BoxError> {
+        for &target in &targets {
+            this::cancel(target)?;
+        }
+        Ok(targets.len())
+    }
+}
+
+#[test]
+fn cancel_requests_made_through_the_context_are_recorded() {
+    let targets = vec![Pid::from_raw(7), Pid::from_raw(9)];
+    let mut t = TestProcess::start(Stopper, "stop", (targets.clone(),)).unwrap();
+    assert_eq!(t.result::<usize>(), 2);
+    assert_eq!(t.take_cancel_requests(), targets);
+    assert!(t.take_cancel_requests().is_empty(), "taken once");
+}

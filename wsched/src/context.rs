@@ -4,7 +4,7 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::error::{SendError, SpawnError};
+use crate::error::{CancelError, SendError, SpawnError};
 use crate::payload::{IntoPayloads, Payload, Payloads};
 use crate::pid::Pid;
 use crate::process::{IntoProcess, Process};
@@ -35,6 +35,16 @@ impl Context {
     /// message back.
     pub fn send<T: Any + Send>(&self, to: Pid, message: T) -> Result<(), SendError> {
         self.backend.send(Some(self.pid), to, Payload::new(message))
+    }
+
+    /// Asks `pid` to stop: it receives [`Event::Cancel`](crate::Event::Cancel) (for
+    /// `#[process]` processes, the pending suspension point returns a cancellation
+    /// error) and may clean up, even by yielding, before it finishes.
+    ///
+    /// # Errors
+    /// [`CancelError`] when `pid` does not exist or has finished.
+    pub fn cancel(&self, pid: Pid) -> Result<(), CancelError> {
+        self.backend.cancel(Some(self.pid), pid)
     }
 
     /// Spawns `process` running entry `method` with `input`. Its result is kept until
@@ -97,4 +107,6 @@ pub(crate) trait Backend: Send + Sync + 'static {
     ) -> Result<Pid, SpawnError>;
 
     fn send(&self, from: Option<Pid>, to: Pid, payload: Payload) -> Result<(), SendError>;
+
+    fn cancel(&self, from: Option<Pid>, pid: Pid) -> Result<(), CancelError>;
 }

@@ -333,6 +333,41 @@ impl fmt::Display for SendError {
 
 impl Error for SendError {}
 
+/// A cancel request could not be delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CancelError {
+    pid: Pid,
+    kind: SendErrorKind,
+}
+
+impl CancelError {
+    pub(crate) fn new(pid: Pid, kind: SendErrorKind) -> Self {
+        Self { pid, kind }
+    }
+
+    /// The process that was to be cancelled.
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    /// Why the request was not delivered.
+    pub fn kind(&self) -> SendErrorKind {
+        self.kind
+    }
+}
+
+impl fmt::Display for CancelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let why = match self.kind {
+            SendErrorKind::NoSuchProcess => "no such process",
+            SendErrorKind::Finished => "the process has finished",
+        };
+        write!(f, "cannot cancel {}: {why}", self.pid)
+    }
+}
+
+impl Error for CancelError {}
+
 /// Waiting for (joining) a process's result failed.
 #[derive(Debug)]
 #[non_exhaustive]

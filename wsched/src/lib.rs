@@ -36,8 +36,8 @@ pub use wsched_macros::process;
 pub use command::Command;
 pub use context::Context;
 pub use error::{
-    BoxError, BuildError, InitError, JoinError, Phase, ProcessError, SendError, SendErrorKind,
-    SpawnError, StepError, YieldError,
+    BoxError, BuildError, CancelError, InitError, JoinError, Phase, ProcessError, SendError,
+    SendErrorKind, SpawnError, StepError, YieldError,
 };
 pub use payload::{IntoPayloads, Payload, PayloadTypeError, Payloads};
 pub use pid::Pid;

@@ -65,7 +65,9 @@ use parking_lot::Mutex;
 
 use crate::command::{Command, Spawn};
 use crate::context::{Backend, Context};
-use crate::error::{InitError, Phase, ProcessError, SendError, SpawnError, StepError, YieldError};
+use crate::error::{
+    CancelError, InitError, Phase, ProcessError, SendError, SpawnError, StepError, YieldError,
+};
 use crate::payload::{IntoPayloads, Payload, Payloads};
 use crate::pid::Pid;
 use crate::process::{
@@ -159,6 +161,8 @@ struct Recorder {
     next_pid: AtomicU64,
     sent: Mutex<Vec<Sent>>,
     spawned: Mutex<Vec<SpawnRecord>>,
+    /// Cancel requests made through a context: (by, target).
+    cancels: Mutex<Vec<(Pid, Pid)>>,
 }
 
 impl Recorder {
@@ -168,6 +172,7 @@ impl Recorder {
             next_pid: AtomicU64::new(1),
             sent: Mutex::new(Vec::new()),
             spawned: Mutex::new(Vec::new()),
+            cancels: Mutex::new(Vec::new()),
         })
     }
 
@@ -209,6 +214,12 @@ impl Backend for Recorder {
 
     fn send(&self, from: Option<Pid>, to: Pid, payload: Payload) -> Result<(), SendError> {
         self.sent.lock().push(Sent { from, to, payload });
+        Ok(())
+    }
+
+    fn cancel(&self, from: Option<Pid>, pid: Pid) -> Result<(), CancelError> {
+        let by = from.expect("contexts always carry their process's PID");
+        self.cancels.lock().push((by, pid));
         Ok(())
     }
 }
@@ -674,6 +685,17 @@ impl TestProcess {
             .partition(|s| s.from == Some(self.pid));
         *sent = others;
         mine
+    }
+
+    /// Takes the cancel requests this process made through its context (the PIDs it
+    /// asked to stop), in order. Like sends, they always succeed in the harness.
+    pub fn take_cancel_requests(&mut self) -> Vec<Pid> {
+        let mut cancels = self.recorder.cancels.lock();
+        let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(&mut *cancels)
+            .into_iter()
+            .partition(|(by, _)| *by == self.pid);
+        *cancels = others;
+        mine.into_iter().map(|(_, pid)| pid).collect()
     }
 
     /// Takes the processes this process spawned through its context, in order.

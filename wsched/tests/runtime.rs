@@ -736,3 +736,31 @@ fn the_listing_names_each_process_parent() {
     assert_eq!(info(child).parent, Some(parent));
     assert_eq!(info(parent).parent, None);
 }
+
+#[test]
+fn a_cancel_request_reaches_one_process_and_errors_name_the_pid() {
+    let s = scheduler(2);
+    let echo = s.spawn(Echo::new(), "serve", ()).unwrap();
+    let bystander = s.spawn(Echo::new(), "serve", ()).unwrap();
+    s.send(echo, 1_u8).unwrap();
+    s.cancel(echo).unwrap();
+    // Echo finishes on a cancel with the number of messages it answered.
+    assert_eq!(s.wait(echo).unwrap().downcast::<u64>().unwrap(), 1);
+    let err = s.cancel(echo).unwrap_err();
+    assert_eq!((err.pid(), err.kind()), (echo, SendErrorKind::Finished));
+    assert_eq!(
+        err.to_string(),
+        format!("cannot cancel {echo}: the process has finished")
+    );
+    let unknown = wsched::Pid::from_raw(424_242);
+    assert_eq!(
+        s.cancel(unknown).unwrap_err().kind(),
+        SendErrorKind::NoSuchProcess
+    );
+    // The other process was not touched.
+    let listed = s.processes();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].pid, bystander);
+    s.send(bystander, "stop").unwrap();
+    assert_eq!(s.wait(bystander).unwrap().downcast::<u64>().unwrap(), 0);
+}

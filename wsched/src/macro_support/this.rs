@@ -42,7 +42,7 @@
 
 use super::io;
 use crate::context::Context;
-use crate::error::{SendError, SpawnError};
+use crate::error::{CancelError, SendError, SpawnError};
 use crate::payload::IntoPayloads;
 use crate::pid::Pid;
 use crate::process::IntoProcess;
@@ -102,6 +102,18 @@ pub fn is_cancelled() -> bool {
 #[track_caller]
 pub fn send<T: Any + Send>(to: Pid, message: T) -> Result<(), SendError> {
     context().send(to, message)
+}
+
+/// Asks `pid` to stop. See [`Context::cancel`].
+///
+/// # Errors
+/// [`CancelError`] when `pid` does not exist or has finished.
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn cancel(pid: Pid) -> Result<(), CancelError> {
+    context().cancel(pid)
 }
 
 /// Spawns a process whose result can be joined. See [`Context::spawn`]; to wait for

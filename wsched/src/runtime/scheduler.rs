@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use super::builder::Builder;
 use super::metrics::{Metrics, ProcessInfo};
 use super::shared::Shared;
-use crate::error::{BuildError, JoinError, SendError, SpawnError};
+use crate::error::{BuildError, CancelError, JoinError, SendError, SpawnError};
 use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
 use crate::process::IntoProcess;
@@ -137,6 +137,14 @@ impl Scheduler {
     /// As [`Handle::send`].
     pub fn send<T: Any + Send>(&self, to: Pid, message: T) -> Result<(), SendError> {
         self.handle.send(to, message)
+    }
+
+    /// See [`Handle::cancel`].
+    ///
+    /// # Errors
+    /// As [`Handle::cancel`].
+    pub fn cancel(&self, pid: Pid) -> Result<(), CancelError> {
+        self.handle.cancel(pid)
     }
 
     /// See [`Handle::wait`].
@@ -295,6 +303,17 @@ impl Handle {
     /// back.
     pub fn send<T: Any + Send>(&self, to: Pid, message: T) -> Result<(), SendError> {
         self.shared.send_message(None, to, Payload::new(message))
+    }
+
+    /// Asks `pid` to stop, as shutdown does for every process: it receives
+    /// [`Event::Cancel`](crate::Event::Cancel) — woken whatever it waits for — and
+    /// may clean up, even by yielding more commands, before it finishes. Nothing
+    /// forces it to finish.
+    ///
+    /// # Errors
+    /// [`CancelError`] when `pid` never existed or has finished.
+    pub fn cancel(&self, pid: Pid) -> Result<(), CancelError> {
+        self.shared.cancel(pid)
     }
 
     /// Blocks until `pid` finishes and returns its result (claiming it: a result is

@@ -15,7 +15,9 @@ use crate::command::blocking::BlockingPool;
 use crate::command::handler::Handlers;
 use crate::command::timer::Timers;
 use crate::context::{Backend, Context};
-use crate::error::{JoinError, Phase, ProcessError, SendError, SendErrorKind, SpawnError};
+use crate::error::{
+    CancelError, JoinError, Phase, ProcessError, SendError, SendErrorKind, SpawnError,
+};
 use crate::payload::{Payload, Payloads};
 use crate::pid::{Pid, PidAllocator};
 use crate::process::{init_process, Event, Message, Process};
@@ -177,6 +179,18 @@ impl Shared {
                 let payload = message.take().expect("not taken").payload;
                 Err(SendError::new(to, kind, payload))
             }
+        }
+    }
+
+    pub(crate) fn cancel(&self, pid: Pid) -> Result<(), CancelError> {
+        let delivered = self
+            .registry
+            .with(pid, |cell| self.deliver(cell, Event::Cancel).is_ok());
+        match delivered {
+            Some(true) => Ok(()),
+            Some(false) => Err(CancelError::new(pid, SendErrorKind::Finished)),
+            None if self.pids.issued(pid) => Err(CancelError::new(pid, SendErrorKind::Finished)),
+            None => Err(CancelError::new(pid, SendErrorKind::NoSuchProcess)),
         }
     }
 
@@ -434,5 +448,9 @@ impl Backend for Shared {
 
     fn send(&self, from: Option<Pid>, to: Pid, payload: Payload) -> Result<(), SendError> {
         self.send_message(from, to, payload)
+    }
+
+    fn cancel(&self, _from: Option<Pid>, pid: Pid) -> Result<(), CancelError> {
+        Shared::cancel(self, pid)
     }
 }
