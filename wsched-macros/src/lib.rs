@@ -123,7 +123,8 @@ mod tests;
 ///
 /// # Cancellation
 ///
-/// A cancel request (shutdown, or an explicit cancel) reaches the entry as an error from
+/// A cancel request (shutdown, `Scheduler::cancel(pid)`, or `wsched::this::cancel(pid)`
+/// from another process) reaches the entry as an error from
 /// the suspension point where it waits: `Err(YieldError::Cancelled)` from `yield_cmd!`,
 /// `Err(RecvError::Cancelled)` from `recv!`. It is reported once, by the first suspension
 /// point that would have to wait (results that are already there are handed out first);
