@@ -59,13 +59,7 @@ impl Context {
         method: &str,
         input: impl IntoPayloads,
     ) -> Result<Pid, SpawnError> {
-        self.backend.spawn(
-            Some(self.pid),
-            Box::new(process.into_process()),
-            method,
-            input.into_payloads(),
-            false,
-        )
+        self.spawn_boxed(process, method, input, false)
     }
 
     /// Like [`spawn`](Self::spawn), but nobody will claim the result: it is dropped
@@ -79,13 +73,22 @@ impl Context {
         method: &str,
         input: impl IntoPayloads,
     ) -> Result<Pid, SpawnError> {
-        self.backend.spawn(
-            Some(self.pid),
-            Box::new(process.into_process()),
-            method,
-            input.into_payloads(),
-            true,
-        )
+        self.spawn_boxed(process, method, input, true)
+    }
+}
+
+impl Context {
+    fn spawn_boxed<P: IntoProcess>(
+        &self,
+        process: P,
+        method: &str,
+        input: impl IntoPayloads,
+        detached: bool,
+    ) -> Result<Pid, SpawnError> {
+        let process = Box::new(process.into_process());
+        let input = input.into_payloads();
+        self.backend
+            .spawn(Some(self.pid), process, method, input, detached)
     }
 }
 

@@ -4,7 +4,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::{Answer, Scripted};
+use support::{collect_completions, Answer, Scripted};
 use wsched::command::{Join, Sleep, Spawn};
 use wsched::{
     Context, Event, Events, InitError, JoinError, Payload, Payloads, Process, Scheduler,
@@ -212,52 +212,37 @@ fn spawn_and_join_report_their_errors() {
     let s = scheduler();
     let finished = s.spawn(Answer(1), "run", ()).unwrap();
     s.wait(finished).unwrap();
-    let mut started = false;
-    let mut results: Vec<(u64, String)> = Vec::new();
     let pid = s
         .spawn(
-            Scripted::new(move |_, events, out| {
-                if !started {
+            collect_completions(
+                move |out| {
                     out.yield_command(Tag(1), Spawn::new(Answer(0), "missing", ()));
                     out.yield_command(Tag(2), Join(wsched::Pid::from_raw(77_777)));
                     out.yield_command(Tag(3), Join(finished));
-                    started = true;
-                }
-                for event in events {
-                    if let Event::Completion(c) = event {
-                        let text = match c.result {
-                            Err(YieldError::Failed { source, .. }) => {
-                                let spawn =
-                                    source.downcast_ref::<SpawnError>().expect("a SpawnError");
-                                spawn.to_string()
-                            }
-                            Ok(p) => p
-                                .downcast::<Result<Payload, JoinError>>()
-                                .unwrap()
-                                .unwrap_err()
-                                .to_string(),
-                            Err(other) => panic!("unexpected {other}"),
-                        };
-                        results.push((c.tag.0, text));
-                    }
-                }
-                if results.len() == 3 {
-                    results.sort();
-                    out.set_status(Status::Done(Payload::new(results.clone())));
-                } else {
-                    out.set_status(Status::WaitingForYields);
-                }
-                Ok(())
-            }),
+                },
+                |c| match c.result {
+                    Err(YieldError::Failed { source, .. }) => source
+                        .downcast_ref::<SpawnError>()
+                        .expect("a SpawnError")
+                        .to_string(),
+                    Ok(p) => p
+                        .downcast::<Result<Payload, JoinError>>()
+                        .unwrap()
+                        .unwrap_err()
+                        .to_string(),
+                    Err(other) => panic!("unexpected {other}"),
+                },
+            ),
             "run",
             (),
         )
         .unwrap();
-    let results = s
+    let mut results = s
         .wait(pid)
         .unwrap()
         .downcast::<Vec<(u64, String)>>()
         .unwrap();
+    results.sort();
     assert_eq!(
         results,
         vec![
@@ -290,23 +275,11 @@ fn blocking_pool_threads_are_bounded_and_retire_when_idle() {
     let pids: Vec<_> = (0..4)
         .map(|_| {
             let b = barrier.clone();
-            let mut sent = false;
             s.spawn(
-                Scripted::new(move |_, events, out| {
-                    if !sent {
-                        out.yield_command(Tag(1), Block(b.clone()));
-                        sent = true;
-                    }
-                    if events
-                        .into_iter()
-                        .any(|e| matches!(e, Event::Completion(_)))
-                    {
-                        out.set_status(Status::Done(Payload::unit()));
-                    } else {
-                        out.set_status(Status::WaitingForYields);
-                    }
-                    Ok(())
-                }),
+                collect_completions(
+                    move |out| out.yield_command(Tag(1), Block(b)),
+                    |c| c.result.unwrap(),
+                ),
                 "run",
                 (),
             )

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
 use std::time::Duration;
 
-use support::{Answer, Echo, Scripted, Stubborn};
+use support::{collect_completions, Answer, Echo, Scripted, Stubborn};
 use wsched::command::Completer;
 use wsched::{
     BuildError, Command, Event, InitError, JoinError, Payload, Phase, ProcessError, ProcessState,
@@ -139,29 +139,16 @@ fn several_outstanding_yields_complete_in_any_order() {
         .handler(move |_: Parked, done: Completer<Parked>| tx.lock().send(done).unwrap())
         .build()
         .unwrap();
-    let mut started = false;
-    let mut got = Vec::new();
     let pid = s
         .spawn(
-            Scripted::new(move |_, events, out| {
-                if !started {
+            collect_completions(
+                |out| {
                     for t in 1..=5 {
                         out.yield_command(Tag(t), Parked(t));
                     }
-                    started = true;
-                }
-                for event in events {
-                    if let Event::Completion(c) = event {
-                        got.push((c.tag.0, c.result.unwrap().downcast::<u64>().unwrap()));
-                    }
-                }
-                if got.len() == 5 {
-                    out.set_status(Status::Done(Payload::new(got.clone())));
-                } else {
-                    out.set_status(Status::WaitingForYields);
-                }
-                Ok(())
-            }),
+                },
+                |c| c.result.unwrap().downcast::<u64>().unwrap(),
+            ),
             "run",
             (),
         )
@@ -395,40 +382,27 @@ fn commands_without_handlers_dropped_completers_and_panicking_handlers_report_er
         .handler(|_: Refused, done: Completer<Refused>| done.fail("not today"))
         .build()
         .unwrap();
-    let mut started = false;
-    let mut errors: Vec<(u64, String)> = Vec::new();
     let pid = s
         .spawn(
-            Scripted::new(move |_, events, out| {
-                if !started {
+            collect_completions(
+                |out| {
                     out.yield_command(Tag(1), Unhandled);
                     out.yield_command(Tag(2), Forgotten);
                     out.yield_command(Tag(3), Explodes);
                     out.yield_command(Tag(4), Refused);
-                    started = true;
-                }
-                for event in events {
-                    if let Event::Completion(c) = event {
-                        errors.push((c.tag.0, c.result.unwrap_err().to_string()));
-                    }
-                }
-                if errors.len() == 4 {
-                    errors.sort();
-                    out.set_status(Status::Done(Payload::new(errors.clone())));
-                } else {
-                    out.set_status(Status::WaitingForYields);
-                }
-                Ok(())
-            }),
+                },
+                |c| c.result.unwrap_err().to_string(),
+            ),
             "run",
             (),
         )
         .unwrap();
-    let errors = s
+    let mut errors = s
         .wait(pid)
         .unwrap()
         .downcast::<Vec<(u64, String)>>()
         .unwrap();
+    errors.sort();
     let name = |t: &str| {
         format!("runtime::commands_without_handlers_dropped_completers_and_panicking_handlers_report_errors::{t}")
     };
@@ -506,36 +480,34 @@ fn a_blocking_handler_does_not_block_the_only_worker() {
         })
         .build()
         .unwrap();
-    let one_shot = |cmd_is_wait: bool| {
-        let mut yielded = false;
-        Scripted::new(move |_, events, out| {
-            if !yielded {
-                if cmd_is_wait {
-                    out.yield_command(Tag(1), WaitForSignal);
-                } else {
-                    out.yield_command(Tag(1), Signal);
-                }
-                yielded = true;
-                out.set_status(Status::WaitingForYields);
-                return Ok(());
-            }
-            let mut result = None;
-            for event in events {
-                if let Event::Completion(c) = event {
-                    result = Some(c.result.unwrap());
-                }
-            }
-            match result {
-                Some(p) => out.set_status(Status::Done(p)),
-                None => out.set_status(Status::WaitingForYields),
-            }
-            Ok(())
-        })
-    };
-    let waiter = s.spawn(one_shot(true), "run", ()).unwrap();
-    let signaller = s.spawn(one_shot(false), "run", ()).unwrap();
-    s.wait(signaller).unwrap();
-    assert!(s.wait(waiter).unwrap().downcast::<bool>().unwrap());
+    let waiter = s
+        .spawn(
+            collect_completions(
+                |out| out.yield_command(Tag(1), WaitForSignal),
+                |c| c.result.unwrap().downcast::<bool>().unwrap(),
+            ),
+            "run",
+            (),
+        )
+        .unwrap();
+    let signaller = s
+        .spawn(
+            collect_completions(
+                |out| out.yield_command(Tag(1), Signal),
+                |c| c.result.is_ok(),
+            ),
+            "run",
+            (),
+        )
+        .unwrap();
+    let signalled = s.wait(signaller).unwrap().downcast::<Vec<(u64, bool)>>();
+    assert_eq!(signalled.unwrap(), vec![(1, true)]);
+    let waited = s.wait(waiter).unwrap().downcast::<Vec<(u64, bool)>>();
+    assert_eq!(
+        waited.unwrap(),
+        vec![(1, true)],
+        "the blocking handler got the signal"
+    );
 }
 
 #[test]

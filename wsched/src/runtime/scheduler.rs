@@ -266,13 +266,7 @@ impl Handle {
         method: &str,
         input: impl IntoPayloads,
     ) -> Result<Pid, SpawnError> {
-        self.shared.spawn(
-            None,
-            Box::new(process.into_process()),
-            method,
-            input.into_payloads(),
-            false,
-        )
+        self.spawn_boxed(process, method, input, false)
     }
 
     /// Like [`spawn`](Self::spawn), but the result is dropped when the process
@@ -286,13 +280,19 @@ impl Handle {
         method: &str,
         input: impl IntoPayloads,
     ) -> Result<Pid, SpawnError> {
-        self.shared.spawn(
-            None,
-            Box::new(process.into_process()),
-            method,
-            input.into_payloads(),
-            true,
-        )
+        self.spawn_boxed(process, method, input, true)
+    }
+
+    fn spawn_boxed<P: IntoProcess>(
+        &self,
+        process: P,
+        method: &str,
+        input: impl IntoPayloads,
+        detached: bool,
+    ) -> Result<Pid, SpawnError> {
+        let process = Box::new(process.into_process());
+        let input = input.into_payloads();
+        self.shared.spawn(None, process, method, input, detached)
     }
 
     /// Sends `message` to `to` (with no sender PID). A process waiting for a message

@@ -152,3 +152,32 @@ impl Process for Answer {
         Ok(())
     }
 }
+
+/// A process whose first step runs `yield_all` (which writes any number of yields to
+/// the output), and which then waits until every one of them has completed and
+/// finishes with `Vec<(tag, map(completion))>` in the order the completions arrived.
+pub fn collect_completions<T: Send + 'static>(
+    yield_all: impl FnOnce(&mut StepOutput) + Send + 'static,
+    mut map: impl FnMut(wsched::Completion) -> T + Send + 'static,
+) -> Scripted {
+    let mut yield_all = Some(yield_all);
+    let mut expected = 0;
+    let mut collected: Vec<(u64, T)> = Vec::new();
+    Scripted::new(move |_, events, out| {
+        if let Some(yield_all) = yield_all.take() {
+            yield_all(out);
+            expected = out.yields().len();
+        }
+        for event in events {
+            if let Event::Completion(c) = event {
+                collected.push((c.tag.0, map(c)));
+            }
+        }
+        if collected.len() == expected {
+            out.set_status(Status::Done(Payload::new(std::mem::take(&mut collected))));
+        } else {
+            out.set_status(Status::WaitingForYields);
+        }
+        Ok(())
+    })
+}
