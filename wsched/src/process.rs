@@ -122,8 +122,16 @@ pub struct Message {
 
 /// The events of one step, drained from the scheduler's reusable buffer.
 ///
-/// Events not consumed by the step are dropped when the step returns.
+/// Events not consumed by the step are dropped when the step returns (one by one,
+/// a panic in one's `Drop` caught, so it neither fails the step nor aborts the
+/// program by panicking again while the rest are dropped).
 pub struct Events<'a>(std::vec::Drain<'a, Event>);
+
+impl Drop for Events<'_> {
+    fn drop(&mut self) {
+        drop_all_quietly(self.0.by_ref());
+    }
+}
 
 impl<'a> Events<'a> {
     /// Drains `buffer` (which keeps its capacity for reuse).
@@ -359,6 +367,22 @@ pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> String {
         s.clone()
     } else {
         "<non-string panic payload>".to_owned()
+    }
+}
+
+/// Drops `value`, catching a panic in its `Drop`: user values (payloads, commands,
+/// results) are dropped on worker, timer and blocking threads, which must survive
+/// anything a user value does. The panic hook has already reported the panic.
+pub(crate) fn drop_quietly<T>(value: T) {
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(value)));
+}
+
+/// Drops every item of `items`, each under its own `catch_unwind`. Dropping a
+/// collection whole would drop the rest of it while unwinding from the first panic,
+/// and a second panicking `Drop` would then abort the program.
+pub(crate) fn drop_all_quietly<T>(items: impl IntoIterator<Item = T>) {
+    for item in items {
+        drop_quietly(item);
     }
 }
 

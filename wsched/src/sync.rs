@@ -109,6 +109,27 @@ mod imp {
             );
         }
 
+        /// loom cannot time out (its `wait_timeout` never does): a timed wait is a
+        /// plain wait, so models must not rely on a timeout to make progress.
+        pub(crate) fn wait_for<T>(
+            &self,
+            guard: &mut MutexGuard<'_, T>,
+            _timeout: std::time::Duration,
+        ) -> WaitTimeoutResult {
+            self.wait(guard);
+            WaitTimeoutResult(false)
+        }
+
+        /// As [`wait_for`](Self::wait_for).
+        pub(crate) fn wait_until<T>(
+            &self,
+            guard: &mut MutexGuard<'_, T>,
+            _deadline: std::time::Instant,
+        ) -> WaitTimeoutResult {
+            self.wait(guard);
+            WaitTimeoutResult(false)
+        }
+
         pub(crate) fn notify_one(&self) -> bool {
             self.0.notify_one();
             true
@@ -117,6 +138,15 @@ mod imp {
         pub(crate) fn notify_all(&self) -> usize {
             self.0.notify_all();
             0
+        }
+    }
+
+    /// parking_lot's answer to a timed wait, for loom's waits that never time out.
+    pub(crate) struct WaitTimeoutResult(bool);
+
+    impl WaitTimeoutResult {
+        pub(crate) fn timed_out(&self) -> bool {
+            self.0
         }
     }
 

@@ -4,11 +4,27 @@
 //! handler runs here while the worker goes on stepping processes. Threads start on
 //! demand up to a bound, and retire after sitting idle for a while; jobs beyond the
 //! bound wait in a FIFO queue.
+//!
+//! # Who runs a new job
+//!
+//! A new job goes to an idle thread only if one is idle *and not already woken for
+//! an earlier job*: `notified` counts wake-ups sent and not yet taken, and `run` wakes
+//! a thread only while `idle > notified` (tokio's blocking pool counts them the same
+//! way). Otherwise it starts a thread, up to the bound. Without that count, two jobs
+//! queued back to back both "found" the same idle thread, ran one after the other,
+//! and deadlocked when the first waited for the second.
+//!
+//! All of it is one mutex and one condition variable; a woken thread takes a
+//! notification (if any is left) before it looks at the queue, so every
+//! notification is consumed exactly once, by a thread that then runs a job or finds
+//! the queue drained by a busy thread that looped round to it (harmless).
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use parking_lot::{Condvar, Mutex};
+use std::sync::Arc;
+
+use crate::sync::{thread, Condvar, Mutex};
 
 pub(crate) type Job = Box<dyn FnOnce() + Send>;
 
@@ -22,10 +38,13 @@ pub(crate) struct BlockingPool {
 
 struct PoolState {
     queue: VecDeque<Job>,
+    /// Threads alive.
     threads: usize,
+    /// Threads waiting on the condition variable.
     idle: usize,
+    /// Wake-ups sent to idle threads and not yet taken by one (at most `idle`).
+    notified: usize,
     shutdown: bool,
-    handles: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl BlockingPool {
@@ -35,8 +54,8 @@ impl BlockingPool {
                 queue: VecDeque::new(),
                 threads: 0,
                 idle: 0,
+                notified: 0,
                 shutdown: false,
-                handles: Vec::new(),
             }),
             condvar: Condvar::new(),
             max_threads: max_threads.max(1),
@@ -47,15 +66,16 @@ impl BlockingPool {
 
     /// Runs `job` on a pool thread. After shutdown, the job is dropped (its
     /// completers then deliver "dropped" to processes that are gone anyway).
-    pub(crate) fn run(self: &std::sync::Arc<Self>, job: Job) {
+    pub(crate) fn run(self: &Arc<Self>, job: Job) {
         let mut state = self.state.lock();
         if state.shutdown {
             drop(state);
-            drop(job);
+            crate::runtime::drop_quietly(job);
             return;
         }
         state.queue.push_back(job);
-        if state.idle > 0 {
+        if state.idle > state.notified {
+            state.notified += 1;
             drop(state);
             self.condvar.notify_one();
             return;
@@ -63,17 +83,13 @@ impl BlockingPool {
         if state.threads < self.max_threads {
             state.threads += 1;
             let pool = self.clone();
-            let spawned = std::thread::Builder::new()
+            let spawned = thread::Builder::new()
                 .name(self.thread_name.clone())
                 .spawn(move || pool.work());
-            match spawned {
-                Ok(handle) => {
-                    state.handles.retain(|h| !h.is_finished());
-                    state.handles.push(handle);
-                }
-                // The job stays queued for the threads that exist; with none, it
-                // runs when a later `run` manages to start one.
-                Err(_) => state.threads -= 1,
+            if spawned.is_err() {
+                // The job stays queued for the threads that exist; with none, it runs
+                // when a later `run` manages to start one.
+                state.threads -= 1;
             }
         }
     }
@@ -83,7 +99,11 @@ impl BlockingPool {
         loop {
             if let Some(job) = state.queue.pop_front() {
                 drop(state);
-                job();
+                // Handlers run under `catch_panics` inside the job; this catches what
+                // is left (e.g. a panicking drop), so a job never kills its thread.
+                crate::runtime::drop_quietly(std::panic::catch_unwind(
+                    std::panic::AssertUnwindSafe(job),
+                ));
                 state = self.state.lock();
                 continue;
             }
@@ -96,6 +116,12 @@ impl BlockingPool {
                 .wait_for(&mut state, self.keep_alive)
                 .timed_out();
             state.idle -= 1;
+            if state.notified > 0 {
+                // Woken for a job (or a timeout raced a wake-up: take it anyway, so
+                // the count stays exact and the job is not left waiting).
+                state.notified -= 1;
+                continue;
+            }
             if timed_out && state.queue.is_empty() {
                 break;
             }
@@ -103,28 +129,83 @@ impl BlockingPool {
         state.threads -= 1;
     }
 
-    /// Stops taking jobs, lets running ones finish and joins the idle threads.
-    /// Threads still inside a blocking job are left to finish it on their own: a
-    /// handler that never returns cannot be interrupted.
+    /// Stops taking jobs, drops the queued ones and wakes the idle threads, which
+    /// exit. Threads inside a blocking job exit when it returns: a handler that never
+    /// returns cannot be interrupted.
     pub(crate) fn shutdown(&self) {
-        let handles = {
+        let dropped: Vec<Job> = {
             let mut state = self.state.lock();
             state.shutdown = true;
-            let dropped: Vec<Job> = state.queue.drain(..).collect();
-            drop(state);
-            drop(dropped);
-            std::mem::take(&mut self.state.lock().handles)
+            state.queue.drain(..).collect()
         };
         self.condvar.notify_all();
-        for handle in handles {
-            if handle.is_finished() {
-                let _ = handle.join();
-            }
-        }
+        // Their completers report "dropped"; their commands are user values.
+        crate::runtime::drop_all_quietly(dropped);
     }
 
     /// Threads alive right now.
     pub(crate) fn threads(&self) -> usize {
         self.state.lock().threads
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    //! The idle/notify logic under loom: threads started and woken by `run`, jobs
+    //! that wait for each other. A job that never runs shows as a loom deadlock.
+
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::BlockingPool;
+    use crate::sync::{Condvar, Mutex};
+
+    /// A counter others can wait on, built on loom's primitives (so that waiting for
+    /// something that never happens is a deadlock loom reports, not a spin).
+    #[derive(Default)]
+    struct Count {
+        n: Mutex<usize>,
+        condvar: Condvar,
+    }
+
+    impl Count {
+        fn add(&self) {
+            *self.n.lock() += 1;
+            self.condvar.notify_all();
+        }
+
+        fn wait_for(&self, target: usize) {
+            let mut n = self.n.lock();
+            while *n < target {
+                self.condvar.wait(&mut n);
+            }
+        }
+    }
+
+    /// One thread is idle when two jobs that wait for each other arrive: the second
+    /// must go to a new thread, not queue behind the first on the idle one.
+    #[test]
+    fn jobs_queued_back_to_back_run_on_separate_threads() {
+        loom::model(|| {
+            let pool = Arc::new(BlockingPool::new(2, Duration::MAX, "test".into()));
+            // Start one thread; it goes idle after its job.
+            let warm = Arc::new(Count::default());
+            let w = warm.clone();
+            pool.run(Box::new(move || w.add()));
+            warm.wait_for(1);
+
+            let (arrived, done) = (Arc::new(Count::default()), Arc::new(Count::default()));
+            for _ in 0..2 {
+                let (arrived, done) = (arrived.clone(), done.clone());
+                pool.run(Box::new(move || {
+                    // Each job waits until both are running.
+                    arrived.add();
+                    arrived.wait_for(2);
+                    done.add();
+                }));
+            }
+            done.wait_for(2);
+            pool.shutdown();
+        });
     }
 }

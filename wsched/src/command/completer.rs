@@ -10,7 +10,7 @@ use crate::payload::Payload;
 use crate::pid::Pid;
 use crate::process::{Completion, Event, Tag};
 use crate::runtime::cell::ProcessCell;
-use crate::runtime::Handle;
+use crate::runtime::{drop_quietly, Handle};
 use std::sync::Arc;
 
 /// Completes one yielded command of type `C`, from any thread, now or later.
@@ -124,8 +124,11 @@ impl RawCompleter {
             result,
         });
         // A finished process hands the event back: dropping it is the documented
-        // "completion after the process ended is ignored".
-        let _ = self.handle.shared().deliver(&self.cell, event);
+        // "completion after the process ended is ignored". It holds the handler's
+        // output, whose drop may panic on whatever thread completes.
+        if let Err(event) = self.handle.shared().deliver(&self.cell, event) {
+            drop_quietly(event);
+        }
     }
 
     /// Like [`deliver`](Self::deliver), but a process this wakes is added to `woken`
@@ -141,8 +144,10 @@ impl RawCompleter {
             tag: self.tag,
             result,
         });
-        if let Ok(true) = self.cell.push_event(event) {
-            woken.push(self.cell.clone());
+        match self.cell.push_event(event) {
+            Ok(true) => woken.push(self.cell.clone()),
+            Ok(false) => {}
+            Err(event) => drop_quietly(event),
         }
     }
 

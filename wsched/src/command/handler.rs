@@ -98,6 +98,8 @@ impl Handlers {
         let (tag, command, type_id, name) = y.into_parts();
         let raw = RawCompleter::new(handle.clone(), cell.clone(), tag, name);
         let Some(registration) = self.table.get(&type_id) else {
+            // The command is user data: its drop may panic, on a worker.
+            crate::runtime::drop_quietly(command);
             raw.deliver(Err(YieldError::NoHandler { command: name }));
             return;
         };

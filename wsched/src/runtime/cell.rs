@@ -3,7 +3,7 @@
 
 use std::mem;
 
-use super::state::{EventKind, ProcessState, State, Suspend};
+use super::state::{AfterStep, EventKind, ProcessState, State, StopRequest, Suspend};
 use crate::error::{JoinError, ProcessError};
 use crate::payload::Payload;
 use crate::pid::Pid;
@@ -136,11 +136,20 @@ impl ProcessCell {
     }
 
     pub(crate) fn start_running(&self) -> Option<Owned<'_>> {
-        self.state.start_running().then_some(Owned { cell: self })
+        self.state.start_running().then(|| Owned { cell: self })
     }
 
-    pub(crate) fn claim_waiting(&self) -> Option<Owned<'_>> {
-        self.state.claim_waiting().then_some(Owned { cell: self })
+    /// Shutdown stopping the process: `Some` when the caller took it over and must
+    /// end it; `None` when it had ended or its worker will end it after its step (see
+    /// [`State::request_stop`]).
+    pub(crate) fn request_stop(&self) -> Option<Owned<'_>> {
+        (self.state.request_stop() == StopRequest::Claimed).then(|| Owned { cell: self })
+    }
+
+    /// Takes back a process whose owner's token was dropped by unwinding (see
+    /// "Orphans" in `state.rs`), to end it.
+    pub(crate) fn reclaim_orphan(&self) -> Option<Owned<'_>> {
+        self.state.reclaim_orphan().then(|| Owned { cell: self })
     }
 
     /// Claims the result for `waiter`, which is called exactly once: now, with the
@@ -213,14 +222,17 @@ impl ProcessCell {
                 }
             }
         };
-        if let Some(w) = waiter {
-            w(self.joined(result));
+        match waiter {
+            Some(w) => w(self.joined(result)),
+            // Detached: nobody wants the result. Its drop may run user code that
+            // panics, on a worker that must survive it.
+            None => super::drop_quietly(result),
         }
         true
     }
 }
 
-impl Owned<'_> {
+impl<'a> Owned<'a> {
     pub(crate) fn cell(&self) -> &ProcessCell {
         self.cell
     }
@@ -255,9 +267,29 @@ impl Owned<'_> {
         }
     }
 
-    /// Leaves RUNNING after a step; `true` means READY again: queue it.
-    pub(crate) fn finish_step(self, suspend: Suspend) -> bool {
-        self.cell.state.finish_step(suspend)
+    /// Leaves RUNNING after a step: `Ok(true)` means READY again (queue it),
+    /// `Ok(false)` waiting. `Err` hands the token back: shutdown asked to stop the
+    /// process, end it.
+    pub(crate) fn finish_step(self, suspend: Suspend) -> Result<bool, Self> {
+        match self.cell.state.finish_step(suspend) {
+            AfterStep::Ready => {
+                self.release();
+                Ok(true)
+            }
+            AfterStep::Waiting => {
+                self.release();
+                Ok(false)
+            }
+            AfterStep::Stop => Err(self),
+        }
+    }
+
+    /// Gives up the token without the orphan mark of its `Drop`: the caller is about
+    /// to make the transition that ends ownership.
+    fn release(self) -> &'a ProcessCell {
+        let cell = self.cell;
+        std::mem::forget(self);
+        cell
     }
 
     /// First half of ending the process: closes the mailbox, so later sends fail and
@@ -273,8 +305,17 @@ impl Owned<'_> {
     /// whether the result was handed out (or discarded, for a detached process), so
     /// the PID table may forget the cell.
     pub(crate) fn finish(self, result: Result<Payload, ProcessError>) -> bool {
-        *self.cell.suspended_at.lock() = None;
-        self.cell.state.set_done();
-        self.cell.store_result(result)
+        let cell = self.release();
+        *cell.suspended_at.lock() = None;
+        cell.state.set_done();
+        cell.store_result(result)
+    }
+}
+
+impl Drop for Owned<'_> {
+    /// Reached only when the owner unwinds before leaving RUNNING: mark the process so
+    /// the worker that catches the panic can reclaim and end it.
+    fn drop(&mut self) {
+        self.cell.state.mark_orphaned();
     }
 }

@@ -111,12 +111,21 @@ impl Idle {
     /// A worker that found nothing asks to search (steal). At most half the workers
     /// search at once; beyond that, returns false and the worker does not steal.
     pub(crate) fn try_start_searching(&self) -> bool {
-        let word = self.state.load(Ordering::SeqCst);
-        if 2 * searching(word) >= self.workers.max(2) {
-            return false;
+        // One CAS for check and increment: two workers checking, then adding
+        // separately, could both pass the bound (a loom model caught it).
+        let mut word = self.state.load(Ordering::SeqCst);
+        loop {
+            if 2 * searching(word) >= self.workers.max(2) {
+                return false;
+            }
+            match self
+                .state
+                .compare_exchange(word, word + 1, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => return true,
+                Err(actual) => word = actual,
+            }
         }
-        self.state.fetch_add(1, Ordering::SeqCst);
-        true
     }
 
     /// A searching worker found work. Returns true if it was the last searcher: it

@@ -18,6 +18,7 @@ pub(crate) struct WorkerCounters {
     pub(crate) global_pops: Counter,
     pub(crate) steals: Counter,
     pub(crate) stolen: Counter,
+    pub(crate) lifo_steals: Counter,
     pub(crate) parks: Counter,
 }
 
@@ -55,6 +56,7 @@ impl WorkerCounters {
             global_pops: self.global_pops.get(),
             steals: self.steals.get(),
             stolen: self.stolen.get(),
+            lifo_steals: self.lifo_steals.get(),
             parks: self.parks.get(),
         }
     }
@@ -76,6 +78,9 @@ pub struct WorkerMetrics {
     pub steals: u64,
     /// Processes moved by those steals (including the one run at once).
     pub stolen: u64,
+    /// Of those steals, the ones that took another worker's LIFO slot because that
+    /// worker was stuck in a long step.
+    pub lifo_steals: u64,
     /// Times it parked on its condition variable.
     pub parks: u64,
 }
@@ -117,6 +122,7 @@ impl Metrics {
                 sum.global_pops += w.global_pops;
                 sum.steals += w.steals;
                 sum.stolen += w.stolen;
+                sum.lifo_steals += w.lifo_steals;
                 sum.parks += w.parks;
                 sum
             })

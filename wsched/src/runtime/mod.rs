@@ -32,4 +32,4 @@ pub use metrics::{Metrics, ProcessInfo, WorkerMetrics};
 pub use scheduler::{Handle, Scheduler, ShutdownReport};
 pub use state::ProcessState;
 
-pub(crate) use crate::process::panic_message;
+pub(crate) use crate::process::{drop_all_quietly, drop_quietly, panic_message};

@@ -12,7 +12,8 @@ use crate::pid::Pid;
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
-use parking_lot::Mutex;
+
+use crate::sync::Mutex;
 
 const SHARDS: usize = 64;
 

@@ -49,7 +49,9 @@ use crate::process::IntoProcess;
 /// ```
 ///
 /// Dropping a scheduler that was not shut down shuts it down with a zero timeout:
-/// live processes get a cancel and are stopped at once.
+/// live processes get a cancel and are stopped at once. (Dropped from inside one of
+/// its own processes, it does so on a separate thread, since the dropping process
+/// cannot wait for itself.)
 pub struct Scheduler {
     handle: Handle,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -188,7 +190,19 @@ impl Scheduler {
     /// returns the first report; afterwards [`spawn`](Self::spawn) fails with
     /// [`SpawnError::ShuttingDown`], while results of finished processes can still be
     /// claimed with [`wait`](Self::wait).
+    ///
+    /// # Panics
+    /// When called from inside one of this scheduler's own processes or worker-side
+    /// handlers: the calling process would wait for itself to end. Shut down from
+    /// outside, or drop the scheduler there (dropping is allowed anywhere).
     pub fn shutdown(&self, timeout: Duration) -> ShutdownReport {
+        assert!(
+            !super::worker::is_worker_of(&self.handle.shared),
+            "wsched: Scheduler::shutdown was called from inside one of its own processes \
+             (or a handler on its worker), which would wait for itself to end; call it \
+             from outside the scheduler, or drop the Scheduler instead (a drop inside \
+             the scheduler shuts it down on a separate thread)"
+        );
         let mut report = self.report.lock();
         if let Some(report) = &*report {
             return report.clone();
@@ -225,7 +239,32 @@ impl Scheduler {
 }
 
 impl Drop for Scheduler {
+    /// Shuts down with a zero timeout. Dropped from inside one of its own processes
+    /// (a worker thread), it cannot wait for that process to end, so it hands the
+    /// shutdown to a new thread and returns at once.
     fn drop(&mut self) {
+        if super::worker::is_worker_of(&self.handle.shared) {
+            let orphan = Scheduler {
+                handle: self.handle.clone(),
+                threads: Mutex::new(std::mem::take(&mut *self.threads.lock())),
+                report: Mutex::new(self.report.lock().take()),
+            };
+            // ManuallyDrop: if the thread cannot start, the closure is dropped here,
+            // and dropping the orphan here would come back to this branch.
+            let orphan = std::mem::ManuallyDrop::new(orphan);
+            let spawned = std::thread::Builder::new()
+                .name("wsched-shutdown".to_owned())
+                .spawn(move || drop(std::mem::ManuallyDrop::into_inner(orphan)));
+            if let Err(error) = spawned {
+                // The orphan is leaked: its threads keep running until the program
+                // exits. Nothing else can be done from here.
+                eprintln!(
+                    "wsched: a Scheduler dropped inside one of its processes could not \
+                     start a thread to shut down ({error}); its threads are left running"
+                );
+            }
+            return;
+        }
         self.shutdown(Duration::ZERO);
         // Cells hold their processes' contexts, which point back at the shared state.
         self.handle.shared.clear_registry();

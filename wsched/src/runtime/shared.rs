@@ -8,9 +8,10 @@ use super::cell::{Owned, ProcessCell, ResultWaiter};
 use super::idle::Idle;
 use super::metrics::{GlobalCounters, Metrics, ProcessInfo, WorkerCounters};
 use super::queue::inject::Inject;
+use super::queue::lifo::LifoSlot;
 use super::queue::local::{Overflow, Steal};
 use super::registry::Registry;
-use super::{panic_message, worker};
+use super::{drop_all_quietly, drop_quietly, panic_message, worker};
 use crate::command::blocking::BlockingPool;
 use crate::command::handler::Handlers;
 use crate::command::timer::Timers;
@@ -21,9 +22,9 @@ use crate::error::{
 use crate::payload::{Payload, Payloads};
 use crate::pid::{Pid, PidAllocator};
 use crate::process::{init_process, Event, Message, Process};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use crate::sync::{AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
 
-use parking_lot::{Condvar, Mutex};
+use crossbeam_utils::CachePadded;
 
 /// What run queues hold.
 pub(crate) type Task = Arc<ProcessCell>;
@@ -37,13 +38,15 @@ pub(crate) struct Shared {
     registry: Registry,
     pub(crate) inject: Inject<Task>,
     pub(crate) stealers: Box<[Steal<Task>]>,
+    /// Each worker's LIFO slot, by worker index (see `queue/lifo.rs`).
+    pub(crate) lifos: Box<[CachePadded<LifoSlot<ProcessCell>>]>,
     pub(crate) idle: Idle,
     pub(crate) counters: Box<[crossbeam_utils::CachePadded<WorkerCounters>]>,
     pub(crate) globals: GlobalCounters,
     pub(crate) handlers: Handlers,
     pub(crate) blocking: Arc<BlockingPool>,
     pub(crate) timers: Arc<Timers>,
-    /// Processes spawned and not yet ended.
+    /// Processes spawned (counted from before `init` runs) and not yet ended.
     live: AtomicUsize,
     /// Signalled (under `done_lock`) when `live` drops to zero.
     done_lock: Mutex<()>,
@@ -77,6 +80,7 @@ impl Shared {
             registry: Registry::new(),
             inject: Inject::new(),
             stealers: parts.stealers,
+            lifos: (0..parts.workers).map(|_| Default::default()).collect(),
             idle: Idle::new(parts.workers),
             counters: (0..parts.workers).map(|_| Default::default()).collect(),
             globals: GlobalCounters::default(),
@@ -93,6 +97,11 @@ impl Shared {
         })
     }
 
+    /// Worker `index`'s LIFO slot.
+    pub(crate) fn lifo(&self, index: usize) -> &LifoSlot<ProcessCell> {
+        &self.lifos[index]
+    }
+
     fn arc(&self) -> Arc<Shared> {
         self.me
             .upgrade()
@@ -103,32 +112,64 @@ impl Shared {
 
     /// Initialises `process` for `method` on the calling thread (so init errors are
     /// returned to the caller), then registers and queues it.
+    ///
+    /// Racing shutdown: the spawn counts itself live *before* it checks `accepting`,
+    /// and shutdown clears `accepting` before it waits for `live` to reach zero (both
+    /// SeqCst). So either the spawn sees `accepting` cleared and backs out with
+    /// [`SpawnError::ShuttingDown`], or shutdown sees it live and waits for it: the
+    /// process then runs (cancelled at once) or is stopped and reported. A spawn that
+    /// returns `Ok` is never left in a queue nobody drains.
     pub(crate) fn spawn(
         &self,
         parent: Option<Pid>,
-        mut process: Box<dyn Process>,
+        process: Box<dyn Process>,
         method: &str,
         input: Payloads,
         detached: bool,
     ) -> Result<Pid, SpawnError> {
+        self.live.fetch_add(1, Ordering::SeqCst);
         if !self.accepting.load(Ordering::SeqCst) {
+            self.end_live();
+            // The process is user data: its drop may panic, and we may be on a worker.
+            drop_quietly(process);
             return Err(SpawnError::ShuttingDown);
         }
         let pid = self.pids.next();
-        init_process(&mut *process, Context::new(pid, self.arc()), method, input)?;
+        let mut process = process;
+        if let Err(error) =
+            init_process(&mut *process, Context::new(pid, self.arc()), method, input)
+        {
+            self.end_live();
+            drop_quietly(process);
+            return Err(error);
+        }
 
         let cell = Arc::new(ProcessCell::new(pid, parent, method, detached, process));
-        self.live.fetch_add(1, Ordering::SeqCst);
         self.globals.spawned.fetch_add(1, Ordering::Relaxed);
         self.registry.insert(cell.clone());
-        // Dekker with `shutdown`: it clears `accepting` and then cancels every cell it
-        // finds; a spawn that slipped past the first check and registered after that
-        // sweep sees the flag here and cancels itself.
+        // Shutdown clears `accepting` (then sets `stopping`) before it sweeps the PID
+        // table shard by shard; the shard lock orders this registration against the
+        // sweep: either the sweep finds the cell, or we see the flags here and do
+        // what the sweep would have done.
+        if self.is_stopping() {
+            if let Some(owned) = cell.request_stop() {
+                self.finish(owned, Err(ProcessError::Stopped));
+            }
+            return Ok(pid);
+        }
         if !self.accepting.load(Ordering::SeqCst) {
             let _ = cell.push_event(Event::Cancel);
         }
         worker::schedule_new(self, cell);
         Ok(pid)
+    }
+
+    /// One process fewer is live; the last one wakes shutdown.
+    fn end_live(&self) {
+        if self.live.fetch_sub(1, Ordering::SeqCst) == 1 {
+            let _guard = self.done_lock.lock();
+            self.done.notify_all();
+        }
     }
 
     // ---- events ---------------------------------------------------------------
@@ -215,7 +256,10 @@ impl Shared {
     /// Blocks the calling thread until `pid` finishes (or `timeout` runs out).
     pub(crate) fn wait(&self, pid: Pid, timeout: Option<Duration>) -> Result<Payload, JoinError> {
         let slot = Arc::new(OneShot::default());
-        let filler = slot.clone();
+        let filler = Filler {
+            pid,
+            slot: Some(slot.clone()),
+        };
         self.claim_result(pid, Box::new(move |result| filler.fill(result)));
         let Some(timeout) = timeout else {
             return slot.take();
@@ -252,7 +296,7 @@ impl Shared {
         }
         // Unread events may hold user payloads whose drop could panic: keep that off
         // the worker.
-        let _ = catch_unwind(AssertUnwindSafe(move || drop(leftovers)));
+        drop_all_quietly(leftovers);
 
         match &result {
             Ok(_) => self.globals.finished.fetch_add(1, Ordering::Relaxed),
@@ -264,10 +308,7 @@ impl Shared {
         };
         // Counted as ended before the result is published, so whoever receives the
         // result sees consistent metrics.
-        if self.live.fetch_sub(1, Ordering::SeqCst) == 1 {
-            let _guard = self.done_lock.lock();
-            self.done.notify_all();
-        }
+        self.end_live();
         let pid = owned.cell().pid();
         if owned.finish(result) {
             self.registry.remove(pid);
@@ -315,19 +356,23 @@ impl Shared {
         true
     }
 
-    /// Stops every process still live: waiting ones here, queued or running ones by
-    /// their worker (which checks `stopping`). Returns the PIDs stopped.
+    /// Stops every process still live: those nobody is stepping (waiting, or READY in
+    /// a queue) here, those mid-step by their worker when the step returns (see
+    /// `State::request_stop`). Returns the PIDs stopped.
+    ///
+    /// One sweep reaches every registered process, and a spawn that registers after
+    /// it stops its process itself (see `spawn`), so afterwards this only waits for
+    /// steps (and spawns inside `init`) to return: it is bounded by user code that is
+    /// running right now. The periodic re-sweep is a safety net, not the mechanism.
     pub(crate) fn stop_all(&self) -> Vec<Pid> {
         self.stopping.store(true, Ordering::SeqCst);
         loop {
             for cell in self.registry.cells() {
-                if let Some(owned) = cell.claim_waiting() {
+                if let Some(owned) = cell.request_stop() {
                     self.finish(owned, Err(ProcessError::Stopped));
                 }
             }
-            // Processes mid-step finish their step first; re-sweep shortly after,
-            // in case one went back to waiting between our sweep and its check.
-            if self.wait_all_done(Instant::now() + Duration::from_millis(1)) {
+            if self.wait_all_done(Instant::now() + Duration::from_millis(10)) {
                 break;
             }
         }
@@ -392,6 +437,33 @@ impl Shared {
 
 /// A result handed from whichever thread ends a process to a thread blocked in
 /// [`Shared::wait`].
+/// The waiting side's end of a [`OneShot`]: fills it once. Dropped unfilled (the
+/// scheduler forgot the claim, e.g. its PID table was cleared), it fills the slot
+/// with "stopped" so that no `wait` blocks forever.
+struct Filler {
+    pid: Pid,
+    slot: Option<Arc<OneShot>>,
+}
+
+impl Filler {
+    fn fill(mut self, result: Result<Payload, JoinError>) {
+        if let Some(slot) = self.slot.take() {
+            slot.fill(result);
+        }
+    }
+}
+
+impl Drop for Filler {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            slot.fill(Err(JoinError::Failed {
+                pid: self.pid,
+                error: ProcessError::Stopped,
+            }));
+        }
+    }
+}
+
 #[derive(Default)]
 struct OneShot {
     result: Mutex<Option<Result<Payload, JoinError>>>,

@@ -14,8 +14,16 @@
 //!
 //! * **One owner.** Exactly one party may touch a process's body: the one that moved
 //!   the word to RUNNING with a successful CAS (from READY, or — only when shutdown
-//!   stops a process — from a waiting state). It releases ownership with the CAS that
-//!   leaves RUNNING.
+//!   stops a process — from READY or a waiting state). It releases ownership with the
+//!   CAS that leaves RUNNING.
+//! * **Stop.** Shutdown's sweep either takes over a process nobody steps (READY or
+//!   waiting) or sets the STOP flag on a RUNNING one, whose closing CAS sees it and
+//!   keeps the process for its worker to end: one sweep reaches every process.
+//! * **Orphans.** If the owner's bookkeeping unwinds (a bug, or a user value whose
+//!   `Drop` panics where the runtime did not expect it), the dropped ownership token
+//!   marks the word ORPHANED while it stays RUNNING; the worker that caught the panic
+//!   reclaims ownership from that mark alone and ends the process, so no process stays
+//!   RUNNING with nobody stepping it.
 //! * **One queue entry.** A process is in a run queue iff it is READY. Whoever moves
 //!   it to READY (a notifier waking it, or its worker re-queueing it) pushes it, once.
 //! * **No lost wake-up.** A producer first puts its event into the mailbox, then calls
@@ -43,6 +51,32 @@ const WOKEN_BY_COMPLETION: u32 = 1 << 3;
 const WOKEN_BY_MESSAGE: u32 = 1 << 4;
 const WOKEN_BY_CANCEL: u32 = 1 << 5;
 const FLAGS: u32 = WOKEN_BY_COMPLETION | WOKEN_BY_MESSAGE | WOKEN_BY_CANCEL;
+/// Set (with RUNNING) when the owner's token was dropped without a transition.
+const ORPHANED: u32 = 1 << 6;
+/// Set (with RUNNING) by shutdown: end the process when its step returns.
+const STOP: u32 = 1 << 7;
+
+/// What [`State::request_stop`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StopRequest {
+    /// The caller took the process over (it was not running) and must end it.
+    Claimed,
+    /// It is running; its worker ends it when the step returns.
+    Flagged,
+    /// It had already ended.
+    Done,
+}
+
+/// Where a process goes after its step (see [`State::finish_step`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AfterStep {
+    /// READY again: the worker queues it.
+    Ready,
+    /// Waiting: whoever wakes it queues it.
+    Waiting,
+    /// Shutdown asked to stop it: still RUNNING, the worker ends it.
+    Stop,
+}
 
 /// What kind of event a producer delivered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,13 +184,16 @@ impl State {
             .is_ok()
     }
 
-    /// Leaves RUNNING after a step. Returns `true` when the process is READY again
-    /// (it asked to continue, or an event that wakes it arrived during the step) and
-    /// the worker must queue it; `false` when it now waits.
-    pub(crate) fn finish_step(&self, suspend: Suspend) -> bool {
+    /// Leaves RUNNING after a step: READY again when it asked to continue or an event
+    /// that wakes it arrived during the step, waiting otherwise — or, if shutdown
+    /// flagged it meanwhile, stays RUNNING so its worker ends it.
+    pub(crate) fn finish_step(&self, suspend: Suspend) -> AfterStep {
         let mut current = self.0.load(Ordering::Acquire);
         loop {
             debug_assert_eq!(current & STATE_MASK, RUNNING, "finish_step by a non-owner");
+            if current & STOP != 0 {
+                return AfterStep::Stop;
+            }
             let flags = current & FLAGS;
             let next = match suspend {
                 Suspend::Continue => READY,
@@ -170,25 +207,60 @@ impl State {
                 .0
                 .compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire)
             {
-                Ok(_) => return next == READY,
+                Ok(_) if next == READY => return AfterStep::Ready,
+                Ok(_) => return AfterStep::Waiting,
                 Err(actual) => current = actual,
             }
         }
     }
 
-    /// Takes ownership of a waiting process (shutdown stopping it). Returns false if
-    /// it is not waiting: then it is queued or running and its worker stops it.
-    pub(crate) fn claim_waiting(&self) -> bool {
-        let mut current = self.0.load(Ordering::SeqCst);
+    /// Shutdown stopping the process. A process nobody is stepping (waiting, or READY
+    /// in a queue) is taken over: [`StopRequest::Claimed`], the caller now owns it
+    /// and ends it. A RUNNING one gets the STOP flag, which the closing CAS of its
+    /// step sees ([`State::finish_step`] then keeps it RUNNING for its worker to end
+    /// it): [`StopRequest::Flagged`]. Being read-modify-writes of the one word, the two
+    /// cannot miss each other. A READY process claimed here stays in its queue; the
+    /// worker that pops it finds it DONE and skips it.
+    pub(crate) fn request_stop(&self) -> StopRequest {
+        let mut current = self.0.load(Ordering::Acquire);
         loop {
-            match current & STATE_MASK {
-                WAITING_YIELDS | WAITING_MESSAGE => {}
-                _ => return false,
-            }
+            let next = match current & STATE_MASK {
+                READY | WAITING_YIELDS | WAITING_MESSAGE => RUNNING,
+                RUNNING if current & STOP != 0 => return StopRequest::Flagged,
+                RUNNING => current | STOP,
+                _ => return StopRequest::Done,
+            };
             match self
                 .0
-                .compare_exchange(current, RUNNING, Ordering::SeqCst, Ordering::SeqCst)
+                .compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire)
             {
+                Ok(_) if next == RUNNING => return StopRequest::Claimed,
+                Ok(_) => return StopRequest::Flagged,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// Marks a RUNNING process whose owner's token was dropped by unwinding.
+    pub(crate) fn mark_orphaned(&self) {
+        let previous = self.0.fetch_or(ORPHANED, Ordering::AcqRel);
+        debug_assert_eq!(previous & STATE_MASK, RUNNING, "orphaned by a non-owner");
+    }
+
+    /// Takes ownership of an orphaned process (see the module docs). Returns false if
+    /// it is not marked orphaned.
+    pub(crate) fn reclaim_orphan(&self) -> bool {
+        let mut current = self.0.load(Ordering::Acquire);
+        loop {
+            if current & (STATE_MASK | ORPHANED) != RUNNING | ORPHANED {
+                return false;
+            }
+            match self.0.compare_exchange(
+                current,
+                current & !ORPHANED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
                 Ok(_) => return true,
                 Err(actual) => current = actual,
             }
@@ -214,7 +286,7 @@ mod tests {
     fn a_message_does_not_wake_a_process_waiting_for_yields() {
         let s = State::new_ready();
         assert!(s.start_running());
-        assert!(!s.finish_step(Suspend::Yields));
+        assert_eq!(AfterStep::Waiting, s.finish_step(Suspend::Yields));
         assert!(!s.notify(EventKind::Message));
         assert_eq!(s.snapshot(), ProcessState::WaitingForYields);
         assert!(s.notify(EventKind::Completion));
@@ -228,7 +300,7 @@ mod tests {
         for kind in [EventKind::Message, EventKind::Completion, EventKind::Cancel] {
             let s = State::new_ready();
             assert!(s.start_running());
-            assert!(!s.finish_step(Suspend::Message));
+            assert_eq!(AfterStep::Waiting, s.finish_step(Suspend::Message));
             assert!(s.notify(kind), "{kind:?}");
         }
     }
@@ -239,27 +311,60 @@ mod tests {
         assert!(s.start_running());
         assert!(!s.notify(EventKind::Message));
         // A message flag does not keep a process waiting for yields awake...
-        assert!(!s.finish_step(Suspend::Yields));
+        assert_eq!(AfterStep::Waiting, s.finish_step(Suspend::Yields));
         assert!(s.notify(EventKind::Cancel));
         assert!(s.start_running());
         assert!(!s.notify(EventKind::Completion));
         // ...a completion flag does, and the flags are cleared by the transition.
-        assert!(s.finish_step(Suspend::Yields));
+        assert_eq!(AfterStep::Ready, s.finish_step(Suspend::Yields));
         assert!(s.start_running());
-        assert!(!s.finish_step(Suspend::Yields));
+        assert_eq!(AfterStep::Waiting, s.finish_step(Suspend::Yields));
     }
 
     #[test]
-    fn done_is_final_and_claims_only_take_waiting_processes() {
+    fn done_is_final_and_a_waiting_process_is_claimed_for_stop() {
         let s = State::new_ready();
-        assert!(!s.claim_waiting());
         assert!(s.start_running());
-        assert!(!s.finish_step(Suspend::Message));
-        assert!(s.claim_waiting());
+        assert_eq!(AfterStep::Waiting, s.finish_step(Suspend::Message));
+        assert_eq!(s.request_stop(), StopRequest::Claimed);
         s.set_done();
         assert!(s.is_done());
         assert!(!s.notify(EventKind::Message));
         assert!(!s.start_running());
-        assert!(!s.claim_waiting());
+        assert_eq!(s.request_stop(), StopRequest::Done);
+    }
+
+    #[test]
+    fn a_running_process_flagged_for_stop_stays_with_its_worker() {
+        let s = State::new_ready();
+        assert!(s.start_running());
+        assert_eq!(s.request_stop(), StopRequest::Flagged);
+        assert_eq!(s.request_stop(), StopRequest::Flagged, "idempotent");
+        assert!(!s.notify(EventKind::Completion));
+        assert_eq!(s.finish_step(Suspend::Yields), AfterStep::Stop);
+        assert_eq!(s.snapshot(), ProcessState::Running);
+        s.set_done();
+    }
+
+    #[test]
+    fn a_ready_process_claimed_for_stop_is_skipped_by_its_worker() {
+        let s = State::new_ready();
+        assert_eq!(s.request_stop(), StopRequest::Claimed);
+        assert!(!s.start_running());
+    }
+
+    #[test]
+    fn only_an_orphan_is_reclaimed_and_it_stays_running() {
+        let s = State::new_ready();
+        assert!(!s.reclaim_orphan());
+        assert!(s.start_running());
+        assert!(!s.reclaim_orphan());
+        s.mark_orphaned();
+        // Events arriving meanwhile set their wake flag as for any running process.
+        assert!(!s.notify(EventKind::Message));
+        assert!(s.reclaim_orphan());
+        assert!(!s.reclaim_orphan(), "reclaimed once");
+        assert_eq!(s.snapshot(), ProcessState::Running);
+        s.set_done();
     }
 }

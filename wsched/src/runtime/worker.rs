@@ -5,14 +5,25 @@
 //! 1. every 61st round, the global queue first, so it cannot starve;
 //! 2. the LIFO slot: the process most recently woken by this worker (cache-warm; a
 //!    ping-pong pair runs back to back), at most [`MAX_LIFO_STREAK`] times in a row;
+//!    see `queue/lifo.rs`;
 //! 3. the worker's own deque;
 //! 4. the global queue, taking a batch into the deque;
 //! 5. stealing half of another worker's deque, victims visited in a random order
 //!    that reaches each once (a random start and a random stride coprime with the
-//!    number of workers, as Go does).
+//!    number of workers, as Go does);
+//! 6. stealing another worker's LIFO slot, but only from a worker that has been in
+//!    the same step for a grace period ([`LIFO_STEAL_GRACE`]): a short step is about
+//!    to end and its worker runs the woken process itself, cache-warm; a long step
+//!    must not strand it while this worker idles. Filling the slot from inside a step
+//!    wakes a parked worker (if nobody is searching) for that reason.
 //!
 //! Finding nothing, the worker spins (rounds 1–3), yields its thread (4–15), then
 //! parks (16 on) through the handshake in `idle.rs`.
+//!
+//! A worker survives anything the code it runs does: user code runs under
+//! `catch_unwind`, user values are dropped with `drop_quietly`, and as a last line of
+//! defence a panic escaping a step's bookkeeping is caught here and ends only the
+//! process being stepped (reclaimed through its orphan mark, see `state.rs`).
 
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -20,29 +31,45 @@ use std::rc::Rc;
 
 use super::cell::Owned;
 use super::idle::Unregister;
-use super::panic_message;
+use super::queue::lifo::LifoSlot;
 use super::queue::local::Local;
 use super::shared::{Shared, Task};
 use super::state::Suspend;
 use super::Handle;
+use super::{drop_all_quietly, drop_quietly, panic_message};
 use crate::error::{Phase, ProcessError, StepError};
 use crate::process::{Event, Events, Status, StepOutput};
+use crate::runtime::cell::ProcessCell;
+use crate::sync::{spin_loop, thread};
 
 /// How often the global queue is checked first (Go's figure).
 const GLOBAL_CHECK_INTERVAL: u32 = 61;
 /// How many times in a row the LIFO slot may be used before its process goes to the
 /// back of the deque, so two processes waking each other cannot starve the rest.
 const MAX_LIFO_STREAK: u8 = 3;
-/// Idle rounds spent spinning, then yielding the thread, before parking.
+/// Idle rounds spent spinning, then yielding the thread, before parking (fewer under
+/// loom, whose models explore every one of them).
+#[cfg(not(loom))]
 const SPIN_ROUNDS: u32 = 4;
+#[cfg(not(loom))]
 const YIELD_ROUNDS: u32 = 16;
+#[cfg(loom)]
+const SPIN_ROUNDS: u32 = 1;
+#[cfg(loom)]
+const YIELD_ROUNDS: u32 = 2;
+/// How long (in spin-loop hints, a few microseconds) a thief watches a victim's step
+/// counter before it may take the victim's LIFO slot: Go waits ~3 µs before taking a
+/// running P's `runnext`. Ping-pong steps take well under that.
+#[cfg(not(loom))]
+pub(crate) const LIFO_STEAL_GRACE: u32 = 2_000;
+#[cfg(loom)]
+pub(crate) const LIFO_STEAL_GRACE: u32 = 1;
 
 /// The worker's private state, reachable from its thread-local so that processes
 /// woken or spawned on this thread go to this worker's queues.
 struct Core {
     index: usize,
     local: Local<Task>,
-    lifo: Option<Task>,
     lifo_streak: u8,
     tick: u32,
     searching: bool,
@@ -54,8 +81,24 @@ struct Current {
     core: Rc<RefCell<Core>>,
 }
 
+#[cfg(not(loom))]
 thread_local! {
     static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
+}
+// loom runs its threads on one OS thread: thread-locals must be its own.
+#[cfg(loom)]
+loom::thread_local! {
+    static CURRENT: RefCell<Option<Current>> = RefCell::new(None);
+}
+
+/// Whether the calling thread is one of `shared`'s workers.
+pub(crate) fn is_worker_of(shared: &Shared) -> bool {
+    CURRENT.with(|current| {
+        current
+            .borrow()
+            .as_ref()
+            .is_some_and(|current| std::ptr::eq(current.shared, shared))
+    })
 }
 
 /// Runs `f` with this thread's worker core if the thread is one of `shared`'s
@@ -80,13 +123,19 @@ pub(crate) fn schedule_new(shared: &Shared, task: Task) {
 
 /// Queues a process woken by an event: into this worker's LIFO slot when woken from
 /// one of `shared`'s workers (it likely shares this cache), else the global queue.
+/// The waker's step may go on for long, so other workers may have to take it: see
+/// the module docs.
 pub(crate) fn schedule_woken(shared: &Shared, task: Task) {
     schedule(shared, task, Placement::Lifo);
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Placement {
+    /// Woken by another process's step: run next here, unless the step runs long.
     Lifo,
+    /// Woken during its own step (e.g. a handler completed at once): this worker
+    /// runs it right away, nobody else needs to know.
+    LifoAfterStep,
     Back,
 }
 
@@ -95,12 +144,12 @@ fn schedule(shared: &Shared, task: Task, placement: Placement) {
     let pushed_local = with_core(shared, |core| {
         let task = task.take().expect("taken once");
         match placement {
-            Placement::Lifo => {
-                if let Some(previous) = core.lifo.replace(task) {
+            Placement::Lifo | Placement::LifoAfterStep => {
+                if let Some(previous) = shared.lifo(core.index).put(task) {
                     core.local.push_back_or_overflow(previous, &shared.inject);
                     return true;
                 }
-                false
+                placement == Placement::Lifo
             }
             Placement::Back => {
                 core.local.push_back_or_overflow(task, &shared.inject);
@@ -109,11 +158,11 @@ fn schedule(shared: &Shared, task: Task, placement: Placement) {
         }
     });
     match (pushed_local, task) {
-        // Work others may steal was added: maybe wake one.
+        // Work others may take was added: maybe wake one.
         (Some(true), _) => {
             shared.idle.notify_one();
         }
-        // Only the LIFO slot changed: this worker runs it next, nobody to wake.
+        // Only the LIFO slot changed, at the end of a step: this worker runs it next.
         (Some(false), _) => {}
         (None, Some(task)) => {
             shared.inject.push(task);
@@ -129,7 +178,6 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
     let core = Rc::new(RefCell::new(Core {
         index,
         local,
-        lifo: None,
         lifo_streak: 0,
         tick: 0,
         searching: false,
@@ -151,16 +199,21 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
             Some(task) => {
                 idle_rounds = 0;
                 shared.counters[index].steps.add(1);
-                run_task(&handle, task, &mut events, &mut out);
+                let stepped = catch_unwind(AssertUnwindSafe(|| {
+                    run_task(&handle, &task, &mut events, &mut out);
+                }));
+                if let Err(panic) = stepped {
+                    recover(shared, &task, &*panic, &mut events, &mut out);
+                }
             }
             None => {
                 idle_rounds += 1;
                 if idle_rounds < SPIN_ROUNDS {
                     for _ in 0..(1 << idle_rounds) {
-                        std::hint::spin_loop();
+                        spin_loop();
                     }
                 } else if idle_rounds < YIELD_ROUNDS {
-                    std::thread::yield_now();
+                    thread::yield_now();
                 } else {
                     park(shared, &core);
                     idle_rounds = 0;
@@ -170,11 +223,38 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
     }
 
     CURRENT.with(|current| *current.borrow_mut() = None);
-    // All processes have ended before workers are told to exit, so queues are empty;
-    // drop whatever is left defensively, outside the thread-local.
+    // All processes have ended before workers are told to exit, so queues hold only
+    // processes shutdown already stopped; drop them outside the thread-local.
+    drop(shared.lifo(index).take());
     let mut core = core.borrow_mut();
-    drop(core.lifo.take());
     while core.local.pop().is_some() {}
+}
+
+/// A panic escaped `run_task` (user code itself runs under `catch_unwind`, so this is
+/// a runtime bug or a user `Drop` the runtime did not guard). The worker goes on; the
+/// process being stepped, if the unwinding left it orphaned, ends with the panic.
+fn recover(
+    shared: &Shared,
+    task: &Task,
+    panic: &(dyn std::any::Any + Send),
+    events: &mut Vec<Event>,
+    out: &mut StepOutput,
+) {
+    // Leftovers of the step are user values too.
+    clear_quietly(events);
+    clear_output_quietly(out);
+    if let Some(owned) = task.reclaim_orphan() {
+        let message = panic_message(panic);
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            shared.finish(
+                owned,
+                Err(ProcessError::Panicked {
+                    phase: Phase::Step,
+                    message,
+                }),
+            );
+        }));
+    }
 }
 
 impl Core {
@@ -199,7 +279,7 @@ impl Core {
                 return Some(task);
             }
         }
-        if let Some(task) = self.lifo.take() {
+        if let Some(task) = shared.lifo(self.index).take() {
             if self.lifo_streak < MAX_LIFO_STREAK {
                 self.lifo_streak += 1;
                 counters.lifo_pops.add(1);
@@ -240,16 +320,31 @@ impl Core {
         }
         let random = self.rng.next();
         let coprimes = coprimes(workers);
-        let mut victim = (random as usize) % workers;
+        let start = (random as usize) % workers;
         let stride = coprimes[((random >> 32) as usize) % coprimes.len()];
+        let counters = &shared.counters[self.index];
+        let mut victim = start;
         for _ in 0..workers {
             if victim != self.index {
                 if let Some((task, taken)) =
                     shared.stealers[victim].steal_half_into_counted(&mut self.local)
                 {
-                    let counters = &shared.counters[self.index];
                     counters.steals.add(1);
                     counters.stolen.add(taken as u64);
+                    return Some(task);
+                }
+            }
+            victim = (victim + stride) % workers;
+        }
+        // No deque had anything: look for a process stranded in the LIFO slot of a
+        // worker that is stuck in a long step.
+        let mut victim = start;
+        for _ in 0..workers {
+            if victim != self.index {
+                if let Some(task) = steal_lifo(shared, victim) {
+                    counters.steals.add(1);
+                    counters.stolen.add(1);
+                    counters.lifo_steals.add(1);
                     return Some(task);
                 }
             }
@@ -259,11 +354,30 @@ impl Core {
     }
 
     fn has_work(&self, shared: &Shared) -> bool {
-        self.lifo.is_some()
-            || self.local.has_tasks()
+        self.local.has_tasks()
             || !shared.inject.is_empty()
             || shared.stealers.iter().any(|s| !s.is_empty())
+            || shared.lifos.iter().any(|slot| slot.is_occupied())
     }
+}
+
+/// Takes `victim`'s LIFO slot if `victim` stays inside one step for the grace period
+/// (its step counter does not move): then the slot's process would wait behind the
+/// rest of that step. A worker between steps takes its own slot within the grace.
+fn steal_lifo(shared: &Shared, victim: usize) -> Option<Task> {
+    let slot: &LifoSlot<ProcessCell> = shared.lifo(victim);
+    if !slot.is_occupied() {
+        return None;
+    }
+    let steps = &shared.counters[victim].steps;
+    let before = steps.get();
+    for _ in 0..LIFO_STEAL_GRACE {
+        spin_loop();
+        if steps.get() != before || !slot.is_occupied() {
+            return None;
+        }
+    }
+    slot.take()
 }
 
 /// The numbers in 1..=n coprime with n: strides that visit every victim once.
@@ -304,10 +418,14 @@ fn park(shared: &Shared, core: &Rc<RefCell<Core>>) {
 }
 
 /// Steps one process and deals with the outcome.
-fn run_task(handle: &Handle, task: Task, events: &mut Vec<Event>, out: &mut StepOutput) {
+fn run_task(handle: &Handle, task: &Task, events: &mut Vec<Event>, out: &mut StepOutput) {
     let shared = handle.shared();
     let Some(mut owned) = task.start_running() else {
-        debug_assert!(false, "a queued process was not READY");
+        // Shutdown stopped it while it sat in a queue (see `State::request_stop`).
+        debug_assert!(
+            task.is_done(),
+            "a queued process was neither READY nor DONE"
+        );
         return;
     };
     if shared.is_stopping() {
@@ -322,12 +440,14 @@ fn run_task(handle: &Handle, task: Task, events: &mut Vec<Event>, out: &mut Step
             .expect("a process that has not ended has a body");
         catch_unwind(AssertUnwindSafe(|| body.step(Events::new(events), out)))
     });
-    events.clear();
+    // Events the step did not consume, and the yields of a failed step, are user
+    // values: dropped quietly.
+    clear_quietly(events);
     owned.record_step(out.suspend_point());
 
     let status = match stepped {
         Err(panic) => {
-            out.clear();
+            clear_output_quietly(out);
             let message = panic_message(&*panic);
             shared.finish(
                 owned,
@@ -339,7 +459,7 @@ fn run_task(handle: &Handle, task: Task, events: &mut Vec<Event>, out: &mut Step
             return;
         }
         Ok(Err(error)) => {
-            out.clear();
+            clear_output_quietly(out);
             shared.finish(owned, Err(ProcessError::Failed(error)));
             return;
         }
@@ -349,7 +469,7 @@ fn run_task(handle: &Handle, task: Task, events: &mut Vec<Event>, out: &mut Step
     // Yields go out in order, after the step, before the state changes: a handler
     // that completes at once sets the wake-up flag and the process runs again here.
     for y in out.drain_yields() {
-        shared.handlers.dispatch(handle, &shared.blocking, &task, y);
+        shared.handlers.dispatch(handle, &shared.blocking, task, y);
     }
 
     let suspend = match status {
@@ -370,7 +490,21 @@ fn run_task(handle: &Handle, task: Task, events: &mut Vec<Event>, out: &mut Step
         Some(Status::WaitingForMessage) => Suspend::Message,
         Some(Status::Continue) => Suspend::Continue,
     };
-    suspend_or_requeue(shared, &task, owned, suspend);
+    suspend_or_requeue(shared, task, owned, suspend);
+}
+
+/// Empties `events` (user values), catching panics of their `Drop`s.
+fn clear_quietly(events: &mut Vec<Event>) {
+    if !events.is_empty() {
+        drop_all_quietly(events.drain(..));
+    }
+}
+
+/// Empties `out` (its status and yields hold user values), catching panics.
+fn clear_output_quietly(out: &mut StepOutput) {
+    drop_quietly(out.take_status());
+    drop_all_quietly(out.drain_yields());
+    out.clear();
 }
 
 fn suspend_or_requeue(shared: &Shared, task: &Task, owned: Owned<'_>, suspend: Suspend) {
@@ -378,21 +512,20 @@ fn suspend_or_requeue(shared: &Shared, task: &Task, owned: Owned<'_>, suspend: S
         shared.finish(owned, Err(ProcessError::Stopped));
         return;
     }
-    if owned.finish_step(suspend) {
-        let placement = if suspend == Suspend::Continue {
-            // It gave the worker back on purpose: behind everyone else.
-            Placement::Back
-        } else {
-            // Woken during its step, e.g. by a handler that completed at once.
-            Placement::Lifo
-        };
-        schedule(shared, task.clone(), placement);
-    } else if shared.is_stopping() {
-        // Shutdown started stopping processes between our check and the
-        // transition; its sweep may have missed this one (see `Shared::stop_all`).
-        if let Some(owned) = task.claim_waiting() {
-            shared.finish(owned, Err(ProcessError::Stopped));
+    match owned.finish_step(suspend) {
+        Ok(true) => {
+            let placement = if suspend == Suspend::Continue {
+                // It gave the worker back on purpose: behind everyone else.
+                Placement::Back
+            } else {
+                // Woken during its step, e.g. by a handler that completed at once.
+                Placement::LifoAfterStep
+            };
+            schedule(shared, task.clone(), placement);
         }
+        Ok(false) => {}
+        // Shutdown flagged it during the step (see `State::request_stop`).
+        Err(owned) => shared.finish(owned, Err(ProcessError::Stopped)),
     }
 }
 

@@ -78,3 +78,25 @@ fn no_wake_up_is_lost_between_finding_nothing_and_parking() {
         assert_eq!(world.taken.load(Ordering::SeqCst), ITEMS);
     });
 }
+
+/// Two idle workers of two ask to search at once: at most half may (one), or a burst
+/// of idle workers would hammer every victim together. (Refuted the "check, then add
+/// separately" version: loom found both getting through.)
+#[test]
+fn at_most_half_the_workers_search_at_once() {
+    loom::model(|| {
+        let idle = Arc::new(Idle::new(WORKERS));
+        let askers: Vec<_> = (0..WORKERS)
+            .map(|_| {
+                let idle = idle.clone();
+                loom::thread::spawn(move || idle.try_start_searching())
+            })
+            .collect();
+        let searching = askers
+            .into_iter()
+            .map(|asker| asker.join().unwrap())
+            .filter(|&started| started)
+            .count();
+        assert_eq!(searching, 1, "exactly one of two idle workers searches");
+    });
+}

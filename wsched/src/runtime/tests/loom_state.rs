@@ -49,7 +49,10 @@ fn run_step(cell: &ProcessCell, suspend: Suspend) -> (usize, bool) {
     owned.take_events(&mut events);
     let seen = events.len();
     owned.with_body(|body| assert!(body.is_some()));
-    (seen, owned.finish_step(suspend))
+    let requeue = owned
+        .finish_step(suspend)
+        .unwrap_or_else(|_| panic!("no stop was requested"));
+    (seen, requeue)
 }
 
 /// Drains what is left in the mailbox (as the next step would see it).
@@ -57,7 +60,7 @@ fn leftover_events(cell: &ProcessCell) -> usize {
     let mut owned = cell.start_running().expect("READY");
     let mut events = Vec::new();
     owned.take_events(&mut events);
-    let _ = owned.finish_step(Suspend::Yields);
+    assert!(owned.finish_step(Suspend::Yields).is_ok());
     events.len()
 }
 
@@ -188,12 +191,47 @@ fn shutdown_stop_racing_a_completion_ends_the_process_exactly_once() {
                 }
             })
         };
-        if let Some(owned) = cell.claim_waiting() {
+        if let Some(owned) = cell.request_stop() {
             end(&cell, owned);
             endings.fetch_add(1, Ordering::SeqCst);
         }
         completer.join().unwrap();
         assert_eq!(endings.load(Ordering::SeqCst), 1);
+        assert_eq!(cell.state(), ProcessState::Done);
+    });
+}
+
+#[test]
+fn shutdown_stop_racing_the_end_of_a_step_ends_the_process_exactly_once() {
+    loom::model(|| {
+        let cell = Arc::new(cell());
+        let endings = Arc::new(AtomicUsize::new(0));
+        let end = |owned: crate::runtime::cell::Owned<'_>| {
+            let mut owned = owned;
+            drop(owned.close_mailbox());
+            owned.finish(Err(crate::error::ProcessError::Stopped));
+        };
+        let worker = {
+            let (cell, endings) = (cell.clone(), endings.clone());
+            loom::thread::spawn(move || {
+                // The sweep may take it over before the worker pops it.
+                let Some(owned) = cell.start_running() else {
+                    return;
+                };
+                // The step's closing CAS: shutdown's flag, if set, keeps it RUNNING.
+                if let Err(owned) = owned.finish_step(Suspend::Message) {
+                    end(owned);
+                    endings.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        };
+        // Shutdown's sweep: takes the process over unless it is mid-step.
+        if let Some(owned) = cell.request_stop() {
+            end(owned);
+            endings.fetch_add(1, Ordering::SeqCst);
+        }
+        worker.join().unwrap();
+        assert_eq!(endings.load(Ordering::SeqCst), 1, "ended exactly once");
         assert_eq!(cell.state(), ProcessState::Done);
     });
 }

@@ -1,0 +1,88 @@
+//! The LIFO slot: one process a worker runs next, which other workers may steal.
+//!
+//! A process woken by a step on worker W (a message, a completion from a handler on
+//! W) most likely shares W's cache with its waker, so W runs it next instead of
+//! queueing it behind older work: a ping-pong pair runs back to back. But W is busy
+//! with the rest of the waking step, which may be long; meanwhile the woken process
+//! must not be stranded while other workers idle. So the slot is stealable, as Go's
+//! `runnext` is, and not private, as tokio's LIFO slot is.
+//!
+//! # Invariants
+//!
+//! * The slot holds either nothing (a null pointer) or one task, as a pointer
+//!   obtained from [`Arc::into_raw`] whose strong count the slot owns.
+//! * Every access is a single atomic `swap`: `put` swaps a task in, `take` swaps
+//!   null in. Each pointer that is swapped in is therefore swapped out exactly once,
+//!   by whoever's swap returned it, who turns it back into an `Arc` with
+//!   [`Arc::from_raw`]: a task is never lost, duplicated or dropped twice.
+//! * Swaps are `AcqRel`: the release half publishes the task (and everything its
+//!   waker wrote before queueing it) to whoever takes it; the acquire half makes the
+//!   taker see it.
+//!
+//! The owner puts and takes; thieves only take (see `worker.rs` for when they may).
+//! The slot never blocks and never allocates.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::sync::{AtomicPtr, Ordering};
+
+pub(crate) struct LifoSlot<T> {
+    task: AtomicPtr<T>,
+    /// The slot owns an `Arc<T>` when non-null.
+    _owns: PhantomData<Arc<T>>,
+}
+
+// SAFETY: the slot moves `Arc<T>`s between threads (put by one, taken by another),
+// which is sound when `Arc<T>: Send`, i.e. `T: Send + Sync`. It never hands out a
+// shared reference to its content.
+unsafe impl<T: Send + Sync> Send for LifoSlot<T> {}
+// SAFETY: as above; all access goes through atomic swaps.
+unsafe impl<T: Send + Sync> Sync for LifoSlot<T> {}
+
+impl<T> LifoSlot<T> {
+    pub(crate) fn new() -> Self {
+        Self {
+            task: AtomicPtr::new(std::ptr::null_mut()),
+            _owns: PhantomData,
+        }
+    }
+
+    /// Puts `task` into the slot; returns the task it held before, if any.
+    pub(crate) fn put(&self, task: Arc<T>) -> Option<Arc<T>> {
+        let new = Arc::into_raw(task).cast_mut();
+        let previous = self.task.swap(new, Ordering::AcqRel);
+        // SAFETY: a non-null value in the slot came from `Arc::into_raw` in `put`, and
+        // our swap removed it, so we own that strong count (see the invariants).
+        (!previous.is_null()).then(|| unsafe { Arc::from_raw(previous) })
+    }
+
+    /// Takes the task out of the slot, if it holds one.
+    pub(crate) fn take(&self) -> Option<Arc<T>> {
+        // A plain load first: an empty slot (most calls) costs no locked instruction.
+        if self.task.load(Ordering::Relaxed).is_null() {
+            return None;
+        }
+        let previous = self.task.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        // SAFETY: as in `put`: our swap removed the pointer, so we own its count.
+        (!previous.is_null()).then(|| unsafe { Arc::from_raw(previous) })
+    }
+
+    /// Whether the slot looks occupied (a racy hint; the park protocol orders it
+    /// against `put` with SeqCst fences).
+    pub(crate) fn is_occupied(&self) -> bool {
+        !self.task.load(Ordering::Acquire).is_null()
+    }
+}
+
+impl<T> Drop for LifoSlot<T> {
+    fn drop(&mut self) {
+        drop(self.take());
+    }
+}
+
+impl<T> Default for LifoSlot<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
