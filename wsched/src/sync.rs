@@ -114,6 +114,18 @@ mod imp {
             true
         }
 
+        // ---- for the timer thread (command/timer.rs) ----
+        /// loom cannot time out (its `wait_timeout` never does), so a timed wait is a
+        /// plain wait: a model that needs the timeout to make progress deadlocks,
+        /// which is how a lost wake-up shows.
+        pub(crate) fn wait_until<T>(
+            &self,
+            guard: &mut MutexGuard<'_, T>,
+            _deadline: std::time::Instant,
+        ) {
+            self.wait(guard);
+        }
+
         pub(crate) fn notify_all(&self) -> usize {
             self.0.notify_all();
             0
