@@ -10,3 +10,5 @@ mod loom_idle;
 mod loom_local_queue;
 #[cfg(loom)]
 mod loom_state;
+#[cfg(loom)]
+mod loom_timers;
