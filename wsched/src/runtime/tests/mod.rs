@@ -12,3 +12,5 @@ mod loom_local_queue;
 mod loom_state;
 #[cfg(loom)]
 mod loom_timers;
+#[cfg(not(loom))]
+mod timers_stress;
