@@ -346,8 +346,10 @@ fn cancel_reaches_the_pending_yield_and_cleanup_yields_work() {
     t.cancel();
     assert_eq!(t.status(), TestStatus::WaitingForYields);
     assert_eq!(t.last_yields(), &[Tag(3), Tag(4)]);
-    // The abandoned timer (#2) stays listed until the test completes it; the
-    // process ignores its late completion.
+    // The abandoned timer (#2) is withdrawn (the scheduler would cancel it), but
+    // stays listed until the test completes it; the process ignores its late
+    // completion.
+    assert_eq!(t.withdrawn(), &[Tag(2)]);
     t.complete(Tag(2), ());
     assert_eq!(t.status(), TestStatus::WaitingForYields);
     t.complete(Tag(4), ()).complete(Tag(3), ());
@@ -374,8 +376,10 @@ fn cancel_before_the_first_step() {
     let mut t = TestProcess::init(Janitor { ticks: 0 }, "run", ()).unwrap();
     assert_eq!(t.status(), TestStatus::NotStepped);
     t.step_with([Event::Cancel]);
-    // The first sleep was yielded and reported the cancel in the same step.
+    // The first sleep was yielded and reported the cancel in the same step, which
+    // withdrew it too.
     assert_eq!(t.last_yields(), &[Tag(1), Tag(2), Tag(3)]);
+    assert_eq!(t.withdrawn(), &[Tag(1)]);
 }
 
 #[test]
@@ -393,6 +397,8 @@ fn cancel_keeps_the_results_that_arrived() {
     let mut t = TestProcess::start(Janitor { ticks: 0 }, "pair", ()).unwrap();
     t.complete(Tag(1), 2_u32);
     t.cancel();
+    // Only the yield still waiting is withdrawn.
+    assert_eq!(t.withdrawn(), &[Tag(2)]);
     assert_eq!(t.result::<String>(), "Ok(2) true");
 }
 
@@ -498,6 +504,10 @@ fn receive_times_out_with_a_sleep_yield() {
     t.send(1_u8); // another type: stays queued, the receive goes on waiting
     assert_eq!(t.status(), TestStatus::WaitingForMessage);
     t.complete(tag, ());
+    assert!(
+        t.withdrawn().is_empty(),
+        "a timer that fired is not withdrawn"
+    );
     assert_eq!(t.result::<String>(), "timed out waiting for a message");
 }
 
@@ -505,6 +515,8 @@ fn receive_times_out_with_a_sleep_yield() {
 fn a_message_before_the_timer_wins_and_the_late_timer_is_ignored() {
     let mut t = TestProcess::start(Inbox, "timeout_then_more", ()).unwrap();
     t.send(7_u8);
+    // The message won: the timer is withdrawn, so the scheduler cancels it.
+    assert_eq!(t.withdrawn(), &[Tag(1)]);
     let (tag, add) = t.expect_yield::<Add>();
     assert_eq!((tag, add), (Tag(2), &Add(1, 1)));
     // The timer's late completion (#1) is ignored: the process still waits for #2.

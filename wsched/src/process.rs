@@ -289,14 +289,16 @@ impl fmt::Display for SuspendPoint {
     }
 }
 
-/// What a step writes: its status, the commands it yields, and where it waits.
+/// What a step writes: its status, the commands it yields, the earlier yields it
+/// withdraws, and where it waits.
 ///
-/// Owned by the scheduler and reused across steps, so its vector keeps its capacity:
+/// Owned by the scheduler and reused across steps, so its vectors keep their capacity:
 /// steady-state stepping allocates nothing here.
 #[derive(Debug, Default)]
 pub struct StepOutput {
     status: Option<Status>,
     yields: Vec<Yield>,
+    withdrawn: Vec<Tag>,
     suspended_at: Option<SuspendPoint>,
 }
 
@@ -341,6 +343,48 @@ impl StepOutput {
         self.yields.drain(..)
     }
 
+    /// Gives up on the completion of the earlier yield tagged `tag`.
+    ///
+    /// The runtime then releases what a built-in handler holds for it: a
+    /// [`Sleep`](crate::command::Sleep)'s timer is cancelled and its memory freed at
+    /// once, instead of at its deadline. (Other handlers are not told; their
+    /// completion arrives as usual.) A completion already on its way may still
+    /// arrive: a process that withdraws a tag must ignore completions carrying it.
+    /// Withdrawing a tag that has completed, or was never yielded, does nothing.
+    ///
+    /// Withdrawals take effect after the step's yields are dispatched, so a yield of
+    /// the same tag made in the same step is withdrawn too: give each yield a tag of
+    /// its own. `recv!(.., timeout = …)` withdraws its timer when a message comes
+    /// first, and a cancelled `yield_cmd!` withdraws the yields it gives up on.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use wsched::command::Sleep;
+    /// use wsched::{StepOutput, Tag};
+    ///
+    /// let mut out = StepOutput::new();
+    /// // A step that got what it waited for gives up on its timeout.
+    /// out.withdraw(Tag(1));
+    /// out.yield_command(Tag(2), Sleep(Duration::from_secs(5)));
+    /// assert_eq!(out.withdrawn(), &[Tag(1)]);
+    /// out.clear();
+    /// assert!(out.withdrawn().is_empty());
+    /// ```
+    pub fn withdraw(&mut self, tag: Tag) {
+        self.withdrawn.push(tag);
+    }
+
+    /// The tags withdrawn so far in this step, in order.
+    pub fn withdrawn(&self) -> &[Tag] {
+        &self.withdrawn
+    }
+
+    /// Removes and returns the withdrawn tags, in order (the buffer keeps its
+    /// capacity).
+    pub fn drain_withdrawn(&mut self) -> std::vec::Drain<'_, Tag> {
+        self.withdrawn.drain(..)
+    }
+
     /// Records where the process waits (for listings and diagnostics).
     pub fn set_suspend_point(&mut self, point: SuspendPoint) {
         self.suspended_at = Some(point);
@@ -355,6 +399,7 @@ impl StepOutput {
     pub fn clear(&mut self) {
         self.status = None;
         self.yields.clear();
+        self.withdrawn.clear();
         self.suspended_at = None;
     }
 }

@@ -110,7 +110,8 @@ mod imp {
         }
 
         /// loom cannot time out (its `wait_timeout` never does): a timed wait is a
-        /// plain wait, so models must not rely on a timeout to make progress.
+        /// plain wait, so a model that needs the timeout to make progress
+        /// deadlocks, which is how a lost wake-up shows.
         pub(crate) fn wait_for<T>(
             &self,
             guard: &mut MutexGuard<'_, T>,

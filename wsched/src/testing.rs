@@ -270,6 +270,7 @@ pub struct TestProcess {
     /// Tags whose command a test took out with `take_yield`, not completed yet.
     taken: Vec<Tag>,
     last_yields: Vec<Tag>,
+    withdrawn: Vec<Tag>,
     status: TestStatus,
     result: Option<Payload>,
     result_taken: bool,
@@ -364,6 +365,7 @@ impl TestProcess {
             outstanding: Vec::new(),
             taken: Vec::new(),
             last_yields: Vec::new(),
+            withdrawn: Vec::new(),
             status: TestStatus::NotStepped,
             result: None,
             result_taken: false,
@@ -473,6 +475,18 @@ impl TestProcess {
         &self.last_yields
     }
 
+    /// The tags the process withdrew ([`StepOutput::withdraw`]) over all its steps,
+    /// in order: on the scheduler, their timers would have been cancelled. For
+    /// `#[process]` processes, a `recv!` timeout that a message beat, and yields
+    /// given up on cancel.
+    ///
+    /// Withdrawn yields stay in [`yields`](Self::yields) — nothing completes or
+    /// forgets them, as on the scheduler — so a test can still complete them, to
+    /// check that a late completion is ignored.
+    pub fn withdrawn(&self) -> &[Tag] {
+        &self.withdrawn
+    }
+
     /// The first outstanding yield of a `C`: its tag and the command.
     ///
     /// # Panics
@@ -529,6 +543,7 @@ impl TestProcess {
             self.last_yields.push(y.tag());
             self.outstanding.push(y);
         }
+        self.withdrawn.extend(self.out.drain_withdrawn());
         self.suspend_point = self.out.suspend_point();
         let ended = match stepped {
             Ok(Ok(())) => match self.out.take_status() {

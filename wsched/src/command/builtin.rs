@@ -12,9 +12,17 @@ use crate::payload::{IntoPayloads, Payload, Payloads};
 use crate::pid::Pid;
 use crate::process::{IntoProcess, Process};
 
-/// Completes with `()` after `duration` (to about a millisecond).
+/// Completes with `()` after `duration` (to about a millisecond, never early).
 ///
-/// Timers of processes that have finished are ignored when they fire.
+/// The timer is cancelled, and its memory released at once, when the process ends or
+/// withdraws the yield ([`StepOutput::withdraw`](crate::StepOutput::withdraw); a
+/// `recv!(.., timeout = …)` that gets its message first does so). A duration too long
+/// to represent as a deadline, such as `Duration::MAX`, never completes: the process
+/// waits until it is cancelled or withdraws the yield.
+///
+/// The scheduler's timer thread starts with the first `Sleep`; if it cannot be
+/// started, the yield fails ([`YieldError::Failed`](crate::YieldError::Failed)) and
+/// the next `Sleep` tries again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sleep(pub Duration);
 
@@ -90,7 +98,9 @@ pub(crate) fn registrations(timers: std::sync::Arc<super::timer::Timers>) -> Vec
         Registration::new(
             Placement::Worker,
             move |Sleep(duration), done: Completer<Sleep>| {
-                timers.sleep(duration, done.into_raw());
+                if let Err((raw, error)) = timers.arm(duration, done.into_raw()) {
+                    Completer::<Sleep>::new(raw).fail(error);
+                }
             },
         )
         .builtin(),
@@ -116,4 +126,63 @@ pub(crate) fn registrations(timers: std::sync::Arc<super::timer::Timers>) -> Vec
         })
         .builtin(),
     ]
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::command::timer::Spawner;
+    use crate::context::Context;
+    use crate::error::{InitError, StepError};
+    use crate::process::{Events, Status, StepOutput, Tag};
+    use crate::{Event, Scheduler};
+
+    /// Sleeps a millisecond and finishes with what the completion said.
+    struct Nap;
+
+    impl Process for Nap {
+        fn init(&mut self, _: Context, _: &str, _: Payloads) -> Result<(), InitError> {
+            Ok(())
+        }
+
+        fn step(&mut self, events: Events<'_>, out: &mut StepOutput) -> Result<(), StepError> {
+            for event in events {
+                if let Event::Completion(c) = event {
+                    let said = match c.result {
+                        Ok(_) => "slept".to_owned(),
+                        Err(e) => e.to_string(),
+                    };
+                    out.set_status(Status::Done(Payload::new(said)));
+                    return Ok(());
+                }
+            }
+            out.yield_command(Tag(1), Sleep(Duration::from_millis(1)));
+            out.set_status(Status::WaitingForYields);
+            Ok(())
+        }
+    }
+
+    fn nap(scheduler: &Scheduler) -> String {
+        let pid = scheduler.spawn(Nap, "run", ()).unwrap();
+        scheduler.wait(pid).unwrap().downcast::<String>().unwrap()
+    }
+
+    #[test]
+    fn a_sleep_fails_clearly_when_the_timer_thread_cannot_start() {
+        let refuse: Spawner = |_, _| Err(std::io::Error::other("out of threads"));
+        let start: Spawner = |name, body| std::thread::Builder::new().name(name).spawn(body);
+        let scheduler = Scheduler::builder().workers(1).build().unwrap();
+        let handle = scheduler.handle();
+        let timers = &handle.shared().timers;
+        timers.set_spawner(refuse);
+        assert_eq!(
+            nap(&scheduler),
+            "command `wsched::command::builtin::Sleep` failed: \
+             the timer thread could not be started: out of threads"
+        );
+        assert_eq!(scheduler.metrics().pending_timers, 0);
+        // The next sleep tries again.
+        timers.set_spawner(start);
+        assert_eq!(nap(&scheduler), "slept");
+    }
 }

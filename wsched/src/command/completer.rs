@@ -220,3 +220,23 @@ pub(crate) fn catch_panics(call: impl FnOnce()) -> Option<String> {
     }
     message
 }
+
+// ---- for the timer service (command/timer.rs) ----------------------------------
+
+impl RawCompleter {
+    /// The process that yielded.
+    pub(crate) fn cell(&self) -> &Arc<ProcessCell> {
+        &self.cell
+    }
+
+    /// The yield's tag.
+    pub(crate) fn tag(&self) -> Tag {
+        self.tag
+    }
+
+    /// Drops the completer without completing the yield: the process withdrew it or
+    /// ended, so nobody waits for it.
+    pub(crate) fn release(mut self) {
+        self.armed = false;
+    }
+}

@@ -48,6 +48,12 @@ pub(crate) struct Io {
     pub(crate) cancelled: bool,
     /// Yields written during the current poll, moved to the step's output after it.
     pub(crate) outgoing: Vec<Yield>,
+    /// Tags abandoned during the current poll before their completion arrived, moved
+    /// to the step's output after it ([`StepOutput::withdraw`]), so the runtime
+    /// releases what their handlers hold (a receive timeout's timer).
+    ///
+    /// [`StepOutput::withdraw`]: crate::StepOutput::withdraw
+    pub(crate) withdrawn: Vec<Tag>,
     /// Set by the suspension point that returned `Pending` during the current poll.
     pub(crate) suspended: Option<SuspendPoint>,
 }
@@ -93,12 +99,18 @@ impl Io {
         Some(self.ready.swap_remove(i).1)
     }
 
-    /// Gives up on `tag`: its completion, now or later, is ignored. Returns a completion
-    /// that had already arrived, to be dropped outside any borrow.
+    /// Gives up on `tag`: its completion, now or later, is ignored, and if it has not
+    /// arrived the yield is withdrawn. Returns a completion that had already arrived,
+    /// to be dropped outside any borrow.
     pub(crate) fn abandon(&mut self, tag: Tag) -> Option<Result<Payload, YieldError>> {
         self.waiting.retain(|t| *t != tag);
-        let i = self.ready.iter().position(|(t, _)| *t == tag)?;
-        Some(self.ready.swap_remove(i).1)
+        match self.ready.iter().position(|(t, _)| *t == tag) {
+            Some(i) => Some(self.ready.swap_remove(i).1),
+            None => {
+                self.withdrawn.push(tag);
+                None
+            }
+        }
     }
 
     /// Consumes a pending cancel: the suspension point asking reports it.

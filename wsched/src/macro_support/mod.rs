@@ -248,6 +248,9 @@ impl<P: Entries> Process for Machine<P> {
         for y in io.outgoing.drain(..) {
             out.push_yield(y);
         }
+        for tag in io.withdrawn.drain(..) {
+            out.withdraw(tag);
+        }
         match poll {
             Poll::Ready(result) => {
                 self.finish();

@@ -60,8 +60,8 @@ impl Builder {
     }
 
     /// The prefix of thread names: workers are `{prefix}-worker-{i}`, blocking
-    /// threads `{prefix}-blocking`, the timer thread `{prefix}-timer` (default
-    /// `wsched`).
+    /// threads `{prefix}-blocking`, the timer thread (started by the first
+    /// [`Sleep`](crate::command::Sleep)) `{prefix}-timer` (default `wsched`).
     pub fn thread_name(mut self, prefix: impl Into<String>) -> Self {
         self.thread_name = prefix.into();
         self
@@ -124,25 +124,19 @@ impl Builder {
     ///
     /// # Errors
     /// [`BuildError::NoWorkers`] for zero workers, [`BuildError::DuplicateHandler`]
-    /// for two handlers of one command type, [`BuildError::Thread`] when a thread
-    /// cannot be started.
+    /// for two handlers of one command type, [`BuildError::Thread`] when a worker
+    /// thread cannot be started.
     pub fn build(self) -> Result<Scheduler, BuildError> {
         let workers = match self.workers {
             Some(0) => return Err(BuildError::NoWorkers),
             Some(n) => n,
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
-        let timers =
-            Timers::start(format!("{}-timer", self.thread_name)).map_err(BuildError::Thread)?;
+        // Its thread starts with the first timer.
+        let timers = <Timers>::new(format!("{}-timer", self.thread_name));
         let mut registrations = builtin_registrations(timers.clone());
         registrations.extend(self.registrations);
-        let handlers = match Handlers::new(registrations) {
-            Ok(handlers) => handlers,
-            Err(error) => {
-                timers.shutdown();
-                return Err(error);
-            }
-        };
+        let handlers = Handlers::new(registrations)?;
         let (locals, stealers): (Vec<_>, Vec<_>) = (0..workers).map(|_| local::local()).unzip();
         let shared = Shared::new(SharedParts {
             workers,

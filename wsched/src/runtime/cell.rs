@@ -4,6 +4,7 @@
 use std::mem;
 
 use super::state::{AfterStep, EventKind, ProcessState, State, StopRequest, Suspend};
+use crate::command::timer::TimerList;
 use crate::error::{JoinError, ProcessError};
 use crate::payload::Payload;
 use crate::pid::Pid;
@@ -38,6 +39,10 @@ pub(crate) struct ProcessCell {
     suspended_at: Mutex<Option<SuspendPoint>>,
     published_at: UnsafeCell<Option<SuspendPoint>>,
     outcome: Mutex<Outcome>,
+    /// The process's pending timers, linked by the timer service (under its lock).
+    /// Withdrawing a yield or ending the process looks for timers only if there are
+    /// some, so processes that never sleep never take the timer lock.
+    timers: TimerList,
 }
 
 // SAFETY: `body` and `published_at` are the only fields that are not `Sync` by
@@ -85,6 +90,7 @@ impl ProcessCell {
             suspended_at: Mutex::new(None),
             published_at: UnsafeCell::new(None),
             outcome: Mutex::new(Outcome::Pending { waiter: None }),
+            timers: TimerList::new(),
         }
     }
 
@@ -110,6 +116,11 @@ impl ProcessCell {
 
     pub(crate) fn steps(&self) -> u64 {
         self.steps.load(Ordering::Relaxed)
+    }
+
+    /// The process's pending timers.
+    pub(crate) fn timers(&self) -> &TimerList {
+        &self.timers
     }
 
     pub(crate) fn suspend_point(&self) -> Option<SuspendPoint> {

@@ -103,7 +103,9 @@ pub struct Metrics {
     pub live: usize,
     /// Items waiting in the global queue.
     pub global_queue: usize,
-    /// Timers pending.
+    /// [`Sleep`](crate::command::Sleep) timers armed and not yet fired or cancelled
+    /// (a timer is cancelled when its process ends or withdraws the yield), including
+    /// those whose deadline never comes.
     pub pending_timers: usize,
     /// Threads of the blocking pool alive right now (idle ones retire after the
     /// keep-alive).

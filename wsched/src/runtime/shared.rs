@@ -298,6 +298,13 @@ impl Shared {
         // the worker.
         drop_all_quietly(leftovers);
 
+        // Release the process's pending timers now, not at their deadlines, and
+        // before its result is published; processes without pending timers skip
+        // the timer lock.
+        if owned.cell().timers().may_have_pending() {
+            self.timers.cancel_process(owned.cell().timers());
+        }
+
         match &result {
             Ok(_) => self.globals.finished.fetch_add(1, Ordering::Relaxed),
             Err(ProcessError::Stopped) => {

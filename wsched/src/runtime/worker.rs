@@ -472,6 +472,16 @@ fn run_task(handle: &Handle, task: &Task, events: &mut Vec<Event>, out: &mut Ste
         shared.handlers.dispatch(handle, &shared.blocking, task, y);
     }
 
+    // Withdrawn yields (a `recv!` timeout that a message beat, yields given up on
+    // cancel): cancel their timers now, not at their deadlines. After the dispatch,
+    // so a timer this very step armed is found; processes without pending timers
+    // skip the timer lock.
+    if task.timers().may_have_pending() {
+        for tag in out.drain_withdrawn() {
+            shared.timers.cancel(task.timers(), tag);
+        }
+    }
+
     let suspend = match status {
         Some(Status::Done(result)) => {
             shared.finish(owned, Ok(result));
