@@ -156,6 +156,8 @@ fn main() -> ExitCode {
         if options.quick { "quick" } else { "full" }
     );
 
+    let load_before = sys::load_average();
+    eprintln!("machine: {}; load average {load_before}", sys::machine());
     let started = Instant::now();
     let mut report = Report::default();
     for &name in NAMES {
@@ -179,6 +181,11 @@ fn main() -> ExitCode {
     let elapsed = started.elapsed();
 
     println!("\n## Results ({w} workers, {} repetitions)\n", options.reps);
+    println!(
+        "Machine: {}. Load average (1, 5, 15 min) before: {load_before}; after: {}.\n",
+        sys::machine(),
+        sys::load_average()
+    );
     print!("{}", report.render());
     println!("\nThe suite took {:.1} s.", elapsed.as_secs_f64());
     if report.failures.is_empty() {

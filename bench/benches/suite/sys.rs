@@ -74,3 +74,29 @@ pub fn rss_bytes() -> u64 {
         })
         .map_or(0, |kb| kb * 1024)
 }
+
+/// The CPU model (`/proc/cpuinfo`) and the number of CPUs this process may use.
+pub fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")?
+                .split_once(':')
+                .map(|(_, m)| m.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_owned());
+    format!("{cpus} CPUs, {model}")
+}
+
+/// The 1-, 5- and 15-minute load averages (`/proc/loadavg`): how busy the shared
+/// machine was.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}

@@ -122,11 +122,25 @@ pub fn workload(name: &'static str, w: usize, s: &Sizes) -> Option<Workload> {
         "skynet" => {
             let leaves = s.skynet_leaves;
             let sum = triangle(leaves);
+            comparisons.push(Comparison {
+                a: 1,
+                b: 2,
+                what: "children spawned by yield_all! of Spawn vs this::spawn",
+                target: None,
+            });
             vec![
                 Variant::new("tokio", expect(sum, move || tokio_side::skynet(w, leaves))),
                 Variant::new(
                     "#[process]",
-                    expect(sum, move || wsched_side::skynet(w, leaves)),
+                    expect(sum, move || {
+                        wsched_side::skynet(w, wsched_side::Skynet, leaves)
+                    }),
+                ),
+                Variant::new(
+                    "#[process], this::spawn",
+                    expect(sum, move || {
+                        wsched_side::skynet(w, wsched_side::SkynetDirect, leaves)
+                    }),
                 ),
             ]
         }
@@ -243,31 +257,30 @@ pub fn workload(name: &'static str, w: usize, s: &Sizes) -> Option<Workload> {
                 what: "per-command cost, yield_all! vs yield_cmd!",
                 target: Some(1.5),
             });
+            // The same commands in batches ten times smaller: a per-command cost that
+            // grows with the batch shows up as a ratio above 1.
+            comparisons.push(Comparison {
+                a: 1,
+                b: 2,
+                what: "per-command cost, batch vs batch ÷ 10",
+                target: None,
+            });
+            let yield_all = move |batches: u32, each: u32| {
+                expect(total, move || {
+                    let make = || wsched_side::Yielder;
+                    wsched_side::spawn_and_sum(w, 1, make, "batched", move || (batches, each))
+                })
+            };
             vec![
                 Variant::new(
                     "separate yield_cmd!s",
                     expect(total, move || {
-                        wsched_side::spawn_and_sum(
-                            w,
-                            1,
-                            || wsched_side::Yielder,
-                            "run",
-                            move || (batches * each,),
-                        )
+                        let make = || wsched_side::Yielder;
+                        wsched_side::spawn_and_sum(w, 1, make, "run", move || (batches * each,))
                     }),
                 ),
-                Variant::new(
-                    "yield_all!",
-                    expect(total, move || {
-                        wsched_side::spawn_and_sum(
-                            w,
-                            1,
-                            || wsched_side::Yielder,
-                            "batched",
-                            move || (batches, each),
-                        )
-                    }),
-                ),
+                Variant::new("yield_all!", yield_all(batches, each)),
+                Variant::new("yield_all!, batch ÷ 10", yield_all(batches * 10, each / 10)),
             ]
         }
         "ring" => {

@@ -89,6 +89,30 @@ impl Skynet {
     }
 }
 
+/// Skynet spawning its children with `this::spawn` (a direct call, no yield) and
+/// joining them with `yield_all!` of `Join`.
+pub struct SkynetDirect;
+
+#[process]
+impl SkynetDirect {
+    #[entry]
+    fn run(&mut self, num: u64, size: u64) -> Result<u64, BoxError> {
+        if size == 1 {
+            return Ok(num);
+        }
+        let child = size / 10;
+        let mut pids = Vec::with_capacity(10);
+        for i in 0..10 {
+            pids.push(this::spawn(SkynetDirect, "run", (num + i * child, child))?);
+        }
+        let mut sum = 0;
+        for result in yield_all!(pids.into_iter().map(Join)) {
+            sum += result??.downcast::<u64>()?;
+        }
+        Ok(sum)
+    }
+}
+
 /// Skynet whose children are spawned detached and send their sum to their parent.
 pub struct SkynetMsg;
 
@@ -122,10 +146,15 @@ impl SkynetMsg {
     }
 }
 
-pub fn skynet(workers: usize, leaves: u64) -> Result<(u64, Measured), String> {
+/// Runs the tree rooted at `root` (a `Skynet` or a `SkynetDirect`).
+pub fn skynet<P: IntoProcess>(
+    workers: usize,
+    root: P,
+    leaves: u64,
+) -> Result<(u64, Measured), String> {
     let s = scheduler(workers);
     let clock = Stopwatch::start();
-    let pid = s.spawn(Skynet, "run", (0_u64, leaves)).map_err(err)?;
+    let pid = s.spawn(root, "run", (0_u64, leaves)).map_err(err)?;
     let sum = wait::<u64>(&s, pid)?;
     let m = clock.stop();
     finish(s)?;
