@@ -28,6 +28,11 @@ mod sync;
 #[path = "macro_support/mod.rs"]
 pub mod __private;
 pub mod testing;
+// The benchmark suite's view of crate-private structures (see the file).
+#[cfg(all(feature = "bench-internals", not(loom)))]
+#[doc(hidden)]
+#[path = "bench_internals.rs"]
+pub mod __bench;
 #[doc(inline)]
 pub use __private::{prelude, this, RecvError};
 pub use process::IntoProcess;

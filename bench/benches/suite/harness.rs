@@ -1,0 +1,334 @@
+//! The harness: interleaved repetitions, per-repetition ratios, medians, the report.
+//!
+//! A [`Workload`] has two or more [`Variant`]s; the first is the *baseline* (the peer:
+//! tokio, crossbeam-deque, or the other wsched form) and every other one is compared
+//! with it. Each variant runs once untimed (warm-up, result still checked), then
+//! `reps` times, the order alternating forward and backward (A B, B A, A B, … — for
+//! two variants the classic A B B A), so slow drift of a shared machine hits both
+//! sides alike. A run builds its own runtime, starts the [`Stopwatch`] just before the
+//! first spawn, stops it once the result is in hand, then checks the result and shuts
+//! the runtime down (untimed). A wrong result is an error: the workload is reported
+//! as failed and the suite exits non-zero.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::time::{Duration, Instant};
+
+use crate::sys;
+
+/// Wall-clock and CPU time (all threads of the process) of one timed run.
+#[derive(Clone, Copy, Debug)]
+pub struct Measured {
+    pub wall: Duration,
+    pub cpu: Duration,
+}
+
+/// Starts timing wall clock and process CPU time.
+pub struct Stopwatch {
+    wall: Instant,
+    cpu: Duration,
+}
+
+impl Stopwatch {
+    pub fn start() -> Self {
+        let cpu = sys::cpu_time();
+        Self {
+            wall: Instant::now(),
+            cpu,
+        }
+    }
+
+    pub fn stop(&self) -> Measured {
+        let wall = self.wall.elapsed();
+        Measured {
+            wall,
+            cpu: sys::cpu_time().saturating_sub(self.cpu),
+        }
+    }
+}
+
+/// One timed run: its measurement, or why its result was wrong (or it failed).
+pub type RunResult = Result<Measured, String>;
+
+/// Fails with a message naming both values unless `got == expected`.
+pub fn check<T: PartialEq + std::fmt::Debug>(
+    what: &str,
+    got: T,
+    expected: T,
+) -> Result<(), String> {
+    if got == expected {
+        Ok(())
+    } else {
+        Err(format!("wrong {what}: got {got:?}, expected {expected:?}"))
+    }
+}
+
+/// One side of a comparison.
+pub struct Variant {
+    pub label: &'static str,
+    pub run: Box<dyn Fn() -> RunResult>,
+}
+
+impl Variant {
+    pub fn new(label: &'static str, run: impl Fn() -> RunResult + 'static) -> Self {
+        Self {
+            label,
+            run: Box::new(run),
+        }
+    }
+}
+
+/// An extra ratio between two non-baseline variants (`a` ÷ `b`, per repetition),
+/// with the target the optimisation work aims at. Missing a target is reported, not
+/// failed: targets are goals, results are correctness.
+pub struct Comparison {
+    pub a: usize,
+    pub b: usize,
+    pub what: &'static str,
+    pub target: Option<f64>,
+}
+
+pub struct Workload {
+    pub name: &'static str,
+    /// `variants[0]` is the baseline.
+    pub variants: Vec<Variant>,
+    pub comparisons: Vec<Comparison>,
+}
+
+/// The samples of one workload, per variant, in repetition order.
+pub struct Outcome {
+    pub name: &'static str,
+    pub labels: Vec<&'static str>,
+    pub samples: Vec<Vec<Measured>>,
+    pub comparisons: Vec<Comparison>,
+    pub error: Option<String>,
+}
+
+/// Runs `workload`: a warm-up run of each variant, then `reps` interleaved
+/// repetitions. Stops at the first failed run.
+pub fn run(workload: Workload, reps: usize) -> Outcome {
+    let Workload {
+        name,
+        variants,
+        comparisons,
+    } = workload;
+    let mut outcome = Outcome {
+        name,
+        labels: variants.iter().map(|v| v.label).collect(),
+        samples: vec![Vec::with_capacity(reps); variants.len()],
+        comparisons,
+        error: None,
+    };
+    eprint!("{name:<24} ");
+    let started = Instant::now();
+    let result = (|| {
+        for v in &variants {
+            (v.run)().map_err(|e| format!("warm-up, {}: {e}", v.label))?;
+        }
+        eprint!("w");
+        for rep in 0..reps {
+            let order: Vec<usize> = if rep % 2 == 0 {
+                (0..variants.len()).collect()
+            } else {
+                (0..variants.len()).rev().collect()
+            };
+            for i in order {
+                let measured = (variants[i].run)()
+                    .map_err(|e| format!("repetition {}, {}: {e}", rep + 1, variants[i].label))?;
+                outcome.samples[i].push(measured);
+            }
+            eprint!(".");
+            let _ = std::io::stderr().flush();
+        }
+        Ok::<(), String>(())
+    })();
+    eprintln!(" {:.1} s", started.elapsed().as_secs_f64());
+    if let Err(e) = result {
+        eprintln!("  FAILED: {e}");
+        outcome.error = Some(e);
+    }
+    outcome
+}
+
+pub fn median(values: &mut [f64]) -> f64 {
+    assert!(!values.is_empty(), "median of nothing");
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if values.len() % 2 == 0 {
+        (values[mid - 1] + values[mid]) / 2.0
+    } else {
+        values[mid]
+    }
+}
+
+/// Percentile `p` (0–100) of sorted `values`, nearest rank.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    assert!(!sorted.is_empty(), "percentile of nothing");
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// What the table shows for variant `v` against variant `base` of one outcome.
+pub struct Row {
+    pub median: f64,
+    pub base_median: f64,
+    pub ratio: f64,
+    pub ratio_min: f64,
+    pub ratio_max: f64,
+    pub cpu_ratio: f64,
+    pub cores: f64,
+    pub base_cores: f64,
+}
+
+impl Outcome {
+    pub fn row(&self, v: usize, base: usize) -> Row {
+        let wall = |i: usize| -> Vec<f64> {
+            self.samples[i]
+                .iter()
+                .map(|m| m.wall.as_secs_f64())
+                .collect()
+        };
+        let per_rep = |f: &dyn Fn(&Measured) -> f64| -> Vec<f64> {
+            self.samples[v]
+                .iter()
+                .zip(&self.samples[base])
+                .map(|(a, b)| f(a) / f(b))
+                .collect()
+        };
+        let cores = |i: usize| -> f64 {
+            median(
+                &mut self.samples[i]
+                    .iter()
+                    .map(|m| m.cpu.as_secs_f64() / m.wall.as_secs_f64())
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let mut ratios = per_rep(&|m| m.wall.as_secs_f64());
+        let ratio_min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        let ratio_max = ratios.iter().copied().fold(0.0, f64::max);
+        Row {
+            median: median(&mut wall(v)),
+            base_median: median(&mut wall(base)),
+            ratio: median(&mut ratios),
+            ratio_min,
+            ratio_max,
+            cpu_ratio: median(&mut per_rep(&|m| m.cpu.as_secs_f64().max(1e-6))),
+            cores: cores(v),
+            base_cores: cores(base),
+        }
+    }
+}
+
+pub fn fmt_secs(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s:.2} s")
+    } else if s >= 1e-3 {
+        format!("{:.1} ms", s * 1e3)
+    } else if s >= 1e-6 {
+        format!("{:.1} µs", s * 1e6)
+    } else {
+        format!("{:.0} ns", s * 1e9)
+    }
+}
+
+/// The markdown tables the suite prints at the end, section by section.
+#[derive(Default)]
+pub struct Report {
+    main: Vec<String>,
+    comparisons: Vec<String>,
+    sections: Vec<String>,
+    pub failures: Vec<String>,
+}
+
+impl Report {
+    /// Adds the rows of a generic workload.
+    pub fn add(&mut self, outcome: &Outcome) {
+        if let Some(error) = &outcome.error {
+            self.main.push(format!(
+                "| {} | | | | | | | | FAILED: {} |",
+                outcome.name,
+                error.replace('|', "/")
+            ));
+            self.failures.push(format!("{}: {error}", outcome.name));
+            return;
+        }
+        for v in 1..outcome.labels.len() {
+            let r = outcome.row(v, 0);
+            let line = format!(
+                "| {} | {} | {} | {} | {} | **{:.2}** | {:.2}–{:.2} | {:.2} | {:.1} / {:.1} | ok |",
+                outcome.name,
+                outcome.labels[v],
+                outcome.labels[0],
+                fmt_secs(r.median),
+                fmt_secs(r.base_median),
+                r.ratio,
+                r.ratio_min,
+                r.ratio_max,
+                r.cpu_ratio,
+                r.cores,
+                r.base_cores,
+            );
+            println!("{line}");
+            self.main.push(line);
+        }
+        for c in &outcome.comparisons {
+            let r = outcome.row(c.a, c.b);
+            let verdict = match c.target {
+                Some(t) if r.ratio <= t => format!("≤ {t} met"),
+                Some(t) => format!("≤ {t} **not met**"),
+                None => String::new(),
+            };
+            let line = format!(
+                "| {} | {} | {} ÷ {} | {} / {} | **{:.2}** | {:.2}–{:.2} | {verdict} |",
+                outcome.name,
+                c.what,
+                outcome.labels[c.a],
+                outcome.labels[c.b],
+                fmt_secs(r.median),
+                fmt_secs(r.base_median),
+                r.ratio,
+                r.ratio_min,
+                r.ratio_max,
+            );
+            println!("{line}");
+            self.comparisons.push(line);
+        }
+    }
+
+    /// Adds a ready-made markdown section (memory, latency, idle CPU).
+    pub fn section(&mut self, markdown: String) {
+        println!("{markdown}");
+        self.sections.push(markdown);
+    }
+
+    pub fn fail(&mut self, what: &str, error: &str) {
+        eprintln!("  FAILED: {error}");
+        self.failures.push(format!("{what}: {error}"));
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if !self.main.is_empty() {
+            out.push_str(
+                "| workload | wsched form | peer | form median | peer median | ratio (median of per-rep) | ratio min–max | CPU ratio | cores busy (form / peer) | check |\n\
+                 |---|---|---|---|---|---|---|---|---|---|\n",
+            );
+            for line in &self.main {
+                let _ = writeln!(out, "{line}");
+            }
+        }
+        if !self.comparisons.is_empty() {
+            out.push_str(
+                "\n| workload | comparison | a ÷ b | medians (a / b) | ratio (median of per-rep) | ratio min–max | target |\n\
+                 |---|---|---|---|---|---|---|\n",
+            );
+            for line in &self.comparisons {
+                let _ = writeln!(out, "{line}");
+            }
+        }
+        for section in &self.sections {
+            let _ = writeln!(out, "\n{section}");
+        }
+        out
+    }
+}

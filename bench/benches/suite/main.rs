@@ -1,0 +1,201 @@
+//! The side-by-side benchmark suite (issue 8): every workload for wsched and for its
+//! fairest tokio (or crossbeam-deque) equivalent, on the same number of workers,
+//! interleaved, with every result checked. See `BENCHMARKS.md` at the repository root.
+//!
+//! ```text
+//! cargo bench -p wsched-bench --bench suite -- [--workers N] [--reps N] [--only A,B] [--quick] [--list]
+//! ```
+//!
+//! | module | concern |
+//! |---|---|
+//! | `harness` | interleaved repetitions, statistics, the report |
+//! | `sys` | process CPU time (`getrusage`) and resident memory |
+//! | `workloads` | the catalogue: sizes, variants, expected results |
+//! | `wsched_side` | the `#[process]` forms |
+//! | `wsched_hand` | the hand-written `Process` forms |
+//! | `tokio_side` | the tokio peers |
+//! | `latch` | the count-down both sides signal completion with |
+//! | `deque` | our per-worker deque against crossbeam-deque |
+//! | `memory` | memory per idle process (in child processes) |
+//! | `latency` | wake-up latency and idle CPU |
+
+mod deque;
+mod harness;
+mod latch;
+mod latency;
+mod memory;
+mod sys;
+mod tokio_side;
+mod workloads;
+mod wsched_hand;
+mod wsched_side;
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use harness::Report;
+use workloads::{Sizes, NAMES};
+
+struct Options {
+    workers: usize,
+    reps: usize,
+    only: Option<Vec<String>>,
+    quick: bool,
+}
+
+const USAGE: &str = "usage: cargo bench -p wsched-bench --bench suite -- \
+[--workers N (default 2)] [--reps N (default 10, at least 10 unless --quick)] \
+[--only NAME[,NAME...]] [--quick] [--list]";
+
+fn parse(args: &[String]) -> Result<Option<Options>, String> {
+    let mut options = Options {
+        workers: 2,
+        reps: 0,
+        only: None,
+        quick: false,
+    };
+    let mut args = args.iter();
+    let number = |value: Option<&String>, flag: &str| -> Result<usize, String> {
+        value
+            .ok_or_else(|| format!("{flag} needs a value"))?
+            .parse::<usize>()
+            .map_err(|e| format!("{flag}: {e}"))
+    };
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            // `cargo bench` passes `--bench` to harness-less targets.
+            "--bench" => {}
+            "--workers" => options.workers = number(args.next(), "--workers")?,
+            "--reps" => options.reps = number(args.next(), "--reps")?,
+            "--only" => {
+                let list = args.next().ok_or("--only needs a value")?;
+                let names: Vec<String> = list.split(',').map(|s| s.trim().to_owned()).collect();
+                for name in &names {
+                    if !NAMES.contains(&name.as_str()) {
+                        return Err(format!(
+                            "unknown workload `{name}`; the workloads are: {}",
+                            NAMES.join(", ")
+                        ));
+                    }
+                }
+                options.only = Some(names);
+            }
+            "--quick" => options.quick = true,
+            "--list" => {
+                for name in NAMES {
+                    println!("{name}");
+                }
+                return Ok(None);
+            }
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                return Ok(None);
+            }
+            other => return Err(format!("unknown argument `{other}`")),
+        }
+    }
+    if options.workers == 0 {
+        return Err("--workers must be at least 1".into());
+    }
+    if options.reps == 0 {
+        options.reps = if options.quick { 2 } else { 10 };
+    }
+    if options.reps < 10 && !options.quick {
+        return Err("--reps must be at least 10 (or pass --quick)".into());
+    }
+    Ok(Some(options))
+}
+
+/// `--child-memory FORM N --workers W`: one memory measurement (see `memory.rs`).
+fn child(args: &[String]) -> ExitCode {
+    let (Some(form), Some(n), Some(workers)) = (
+        args.get(1),
+        args.get(2).and_then(|n| n.parse::<usize>().ok()),
+        args.get(4).and_then(|w| w.parse::<usize>().ok()),
+    ) else {
+        eprintln!("usage: --child-memory FORM N --workers W");
+        return ExitCode::from(2);
+    };
+    match memory::child(form, n, workers) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--child-memory") {
+        return child(&args);
+    }
+    let options = match parse(&args) {
+        Ok(Some(options)) => options,
+        Ok(None) => return ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let sizes = if options.quick {
+        Sizes::quick()
+    } else {
+        Sizes::full()
+    };
+    let selected = |name: &str| {
+        options
+            .only
+            .as_ref()
+            .is_none_or(|only| only.iter().any(|n| n == name))
+    };
+    let w = options.workers;
+    eprintln!(
+        "wsched benchmark suite: {w} workers, {} repetitions (interleaved), {} sizes",
+        options.reps,
+        if options.quick { "quick" } else { "full" }
+    );
+
+    let load_before = sys::load_average();
+    eprintln!("machine: {}; load average {load_before}", sys::machine());
+    let started = Instant::now();
+    let mut report = Report::default();
+    for &name in NAMES {
+        if !selected(name) {
+            continue;
+        }
+        if let Some(workload) = workloads::workload(name, w, &sizes) {
+            let outcome = harness::run(workload, options.reps);
+            report.add(&outcome);
+            continue;
+        }
+        match name {
+            "memory_idle" => memory::run(&mut report, &sizes.memory, w),
+            "wakeup_latency" => {
+                latency::wakeup(&mut report, w, sizes.latency_samples, options.reps)
+            }
+            "idle_cpu" => latency::idle_cpu(&mut report, w, sizes.idle),
+            other => unreachable!("workload {other} has no runner"),
+        }
+    }
+    let elapsed = started.elapsed();
+
+    println!("\n## Results ({w} workers, {} repetitions)\n", options.reps);
+    println!(
+        "Machine: {}. Load average (1, 5, 15 min) before: {load_before}; after: {}.\n",
+        sys::machine(),
+        sys::load_average()
+    );
+    print!("{}", report.render());
+    println!("\nThe suite took {:.1} s.", elapsed.as_secs_f64());
+    if report.failures.is_empty() {
+        println!("Every result checked out.");
+        ExitCode::SUCCESS
+    } else {
+        println!("\n{} FAILED:", report.failures.len());
+        for failure in &report.failures {
+            println!("- {failure}");
+        }
+        ExitCode::FAILURE
+    }
+}

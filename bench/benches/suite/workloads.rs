@@ -1,0 +1,340 @@
+//! The catalogue: every workload's sizes, variants (baseline first), expected result
+//! and comparisons. The sizes are the issue's; `--quick` shrinks them for a smoke run.
+
+use std::time::Duration;
+
+use crate::harness::{check, Comparison, Measured, RunResult, Variant, Workload};
+use crate::{deque, tokio_side, wsched_hand, wsched_side};
+
+pub struct Sizes {
+    pub skynet_leaves: u64,
+    pub ping_pong_rounds: u32,
+    pub pairs: u32,
+    pub spawn_many: usize,
+    pub chain: usize,
+    pub yield_tasks: usize,
+    pub yield_each: u32,
+    pub ring_nodes: usize,
+    pub ring_laps: u64,
+    pub fan: u64,
+    pub fan_rounds: u64,
+    pub yield_all_batches: u32,
+    pub yield_all_each: u32,
+    pub deque_rounds: usize,
+    pub deque_batch: usize,
+    pub deque_total: usize,
+    pub memory: Vec<usize>,
+    pub latency_samples: usize,
+    pub idle: Duration,
+}
+
+impl Sizes {
+    pub fn full() -> Self {
+        Self {
+            skynet_leaves: 1_000_000,
+            ping_pong_rounds: 200_000,
+            pairs: 1_000,
+            spawn_many: 10_000,
+            chain: 1_000,
+            yield_tasks: 200,
+            yield_each: 1_000,
+            ring_nodes: 1_000,
+            ring_laps: 100,
+            fan: 1_000,
+            fan_rounds: 100,
+            yield_all_batches: 20,
+            yield_all_each: 10_000,
+            deque_rounds: 40_000,
+            deque_batch: 128,
+            deque_total: 2_000_000,
+            memory: vec![100_000, 1_000_000],
+            latency_samples: 10_000,
+            idle: Duration::from_secs(2),
+        }
+    }
+
+    pub fn quick() -> Self {
+        Self {
+            skynet_leaves: 10_000,
+            ping_pong_rounds: 2_000,
+            pairs: 100,
+            spawn_many: 1_000,
+            chain: 100,
+            yield_tasks: 20,
+            yield_each: 100,
+            ring_nodes: 100,
+            ring_laps: 10,
+            fan: 100,
+            fan_rounds: 10,
+            yield_all_batches: 2,
+            yield_all_each: 1_000,
+            deque_rounds: 1_000,
+            deque_batch: 128,
+            deque_total: 50_000,
+            memory: vec![10_000],
+            latency_samples: 300,
+            idle: Duration::from_millis(200),
+        }
+    }
+}
+
+/// Every workload, in the order the suite runs them: the generic ones, then the
+/// deque, then the special sections (memory, latency, idle CPU).
+pub const NAMES: &[&str] = &[
+    "skynet",
+    "skynet_detached",
+    "ping_pong",
+    "pairs_1000",
+    "spawn_many_outside",
+    "spawn_many_inside",
+    "chained_spawn",
+    "yield_many",
+    "yield_all_vs_separate",
+    "ring",
+    "fan_out_in",
+    "deque_owner",
+    "deque_steal",
+    "memory_idle",
+    "wakeup_latency",
+    "idle_cpu",
+];
+
+/// A run returning a `u64` result checked against `expected`.
+fn expect(
+    expected: u64,
+    run: impl Fn() -> Result<(u64, Measured), String> + 'static,
+) -> impl Fn() -> RunResult + 'static {
+    move || {
+        let (got, measured) = run()?;
+        check("result", got, expected)?;
+        Ok(measured)
+    }
+}
+
+fn triangle(n: u64) -> u64 {
+    n * n.saturating_sub(1) / 2
+}
+
+/// The generic workload called `name`, or `None` for the special sections.
+pub fn workload(name: &'static str, w: usize, s: &Sizes) -> Option<Workload> {
+    let mut comparisons = Vec::new();
+    let variants = match name {
+        "skynet" => {
+            let leaves = s.skynet_leaves;
+            let sum = triangle(leaves);
+            comparisons.push(Comparison {
+                a: 1,
+                b: 2,
+                what: "children spawned by yield_all! of Spawn vs this::spawn",
+                target: None,
+            });
+            vec![
+                Variant::new("tokio", expect(sum, move || tokio_side::skynet(w, leaves))),
+                Variant::new(
+                    "#[process]",
+                    expect(sum, move || {
+                        wsched_side::skynet(w, wsched_side::Skynet, leaves)
+                    }),
+                ),
+                Variant::new(
+                    "#[process], this::spawn",
+                    expect(sum, move || {
+                        wsched_side::skynet(w, wsched_side::SkynetDirect, leaves)
+                    }),
+                ),
+            ]
+        }
+        "skynet_detached" => {
+            let leaves = s.skynet_leaves;
+            let sum = triangle(leaves);
+            vec![
+                Variant::new(
+                    "tokio",
+                    expect(sum, move || tokio_side::skynet_msg(w, leaves)),
+                ),
+                Variant::new(
+                    "#[process]",
+                    expect(sum, move || wsched_side::skynet_msg(w, leaves)),
+                ),
+            ]
+        }
+        "ping_pong" | "pairs_1000" => {
+            let (pairs, rounds) = if name == "ping_pong" {
+                (1, s.ping_pong_rounds)
+            } else {
+                (s.pairs, 1)
+            };
+            let sum = u64::from(pairs) * triangle(u64::from(rounds) + 1);
+            comparisons.push(Comparison {
+                a: 1,
+                b: 2,
+                what: "#[process] form vs hand-written",
+                target: Some(1.2),
+            });
+            vec![
+                Variant::new(
+                    "tokio",
+                    expect(sum, move || tokio_side::ping_pong(w, pairs, rounds)),
+                ),
+                Variant::new(
+                    "#[process]",
+                    expect(sum, move || {
+                        wsched_side::ping_pong(w, pairs, || wsched_side::Ping, || rounds)
+                    }),
+                ),
+                Variant::new(
+                    "hand-written",
+                    expect(sum, move || {
+                        wsched_side::ping_pong(w, pairs, wsched_hand::HandPing::default, || rounds)
+                    }),
+                ),
+            ]
+        }
+        "spawn_many_outside" => {
+            let n = s.spawn_many;
+            vec![
+                Variant::new("tokio", move || tokio_side::spawn_many_outside(w, n)),
+                Variant::new("#[process]", move || wsched_side::spawn_many_outside(w, n)),
+            ]
+        }
+        "spawn_many_inside" => {
+            let n = s.spawn_many;
+            vec![
+                Variant::new("tokio", move || tokio_side::spawn_many_inside(w, n)),
+                Variant::new("#[process]", move || wsched_side::spawn_many_inside(w, n)),
+            ]
+        }
+        "chained_spawn" => {
+            let n = s.chain;
+            vec![
+                Variant::new("tokio", move || tokio_side::chained_spawn(w, n)),
+                Variant::new("#[process]", move || wsched_side::chained_spawn(w, n)),
+            ]
+        }
+        "yield_many" => {
+            let (tasks, each) = (s.yield_tasks, s.yield_each);
+            let total = tasks as u64 * u64::from(each);
+            comparisons.push(Comparison {
+                a: 1,
+                b: 2,
+                what: "#[process] form vs hand-written",
+                target: Some(1.2),
+            });
+            vec![
+                Variant::new(
+                    "tokio",
+                    expect(total, move || tokio_side::yield_many(w, tasks, each)),
+                ),
+                Variant::new(
+                    "#[process]",
+                    expect(total, move || {
+                        let make = || wsched_side::Yielder;
+                        wsched_side::spawn_and_sum(w, tasks, make, "run", || (each,))
+                    }),
+                ),
+                Variant::new(
+                    "hand-written",
+                    expect(total, move || {
+                        let make = wsched_hand::HandYielder::default;
+                        wsched_side::spawn_and_sum(w, tasks, make, "run", || (each,))
+                    }),
+                ),
+                Variant::new(
+                    "hand-written Continue",
+                    expect(total, move || {
+                        let make = wsched_hand::HandContinue::default;
+                        wsched_side::spawn_and_sum(w, tasks, make, "run", || (each,))
+                    }),
+                ),
+            ]
+        }
+        "yield_all_vs_separate" => {
+            let (batches, each) = (s.yield_all_batches, s.yield_all_each);
+            let total = u64::from(batches) * u64::from(each);
+            comparisons.push(Comparison {
+                a: 1,
+                b: 0,
+                what: "per-command cost, yield_all! vs yield_cmd!",
+                target: Some(1.5),
+            });
+            // The same commands in batches ten times smaller: a per-command cost that
+            // grows with the batch shows up as a ratio above 1.
+            comparisons.push(Comparison {
+                a: 1,
+                b: 2,
+                what: "per-command cost, batch vs batch ÷ 10",
+                target: None,
+            });
+            let yield_all = move |batches: u32, each: u32| {
+                expect(total, move || {
+                    let make = || wsched_side::Yielder;
+                    wsched_side::spawn_and_sum(w, 1, make, "batched", move || (batches, each))
+                })
+            };
+            vec![
+                Variant::new(
+                    "separate yield_cmd!s",
+                    expect(total, move || {
+                        let make = || wsched_side::Yielder;
+                        wsched_side::spawn_and_sum(w, 1, make, "run", move || (batches * each,))
+                    }),
+                ),
+                Variant::new("yield_all!", yield_all(batches, each)),
+                Variant::new("yield_all!, batch ÷ 10", yield_all(batches * 10, each / 10)),
+            ]
+        }
+        "ring" => {
+            let (nodes, laps) = (s.ring_nodes, s.ring_laps);
+            let n = nodes as u64;
+            // Node 0 ends on the last token, n * laps; node i > 0 last forwarded
+            // (laps - 1) * n + i.
+            let sum = n * laps + (n - 1) * (laps - 1) * n + triangle(n);
+            vec![
+                Variant::new(
+                    "tokio",
+                    expect(sum, move || tokio_side::ring(w, nodes, laps)),
+                ),
+                Variant::new(
+                    "#[process]",
+                    expect(sum, move || wsched_side::ring(w, nodes, laps)),
+                ),
+            ]
+        }
+        "fan_out_in" => {
+            let (fan, rounds) = (s.fan, s.fan_rounds);
+            let sum = fan * triangle(rounds) + rounds * triangle(fan);
+            vec![
+                Variant::new(
+                    "tokio",
+                    expect(sum, move || tokio_side::fan_out_in(w, fan, rounds)),
+                ),
+                Variant::new(
+                    "#[process]",
+                    expect(sum, move || wsched_side::fan_out_in(w, fan, rounds)),
+                ),
+            ]
+        }
+        "deque_owner" => {
+            let (rounds, batch) = (s.deque_rounds, s.deque_batch);
+            vec![
+                Variant::new("crossbeam-deque", move || {
+                    deque::owner_crossbeam(rounds, batch)
+                }),
+                Variant::new("wsched deque", move || deque::owner_ours(rounds, batch)),
+            ]
+        }
+        "deque_steal" => {
+            let total = s.deque_total;
+            vec![
+                Variant::new("crossbeam-deque", move || deque::steal_crossbeam(total)),
+                Variant::new("wsched deque", move || deque::steal_ours(total)),
+            ]
+        }
+        _ => return None,
+    };
+    Some(Workload {
+        name,
+        variants,
+        comparisons,
+    })
+}
