@@ -93,11 +93,17 @@ pub(crate) struct RawCompleter {
     armed: bool,
 }
 
+#[cfg(not(loom))]
 thread_local! {
     /// While a handler runs under `catch_panics`, completers dropped by its unwinding
     /// are parked here so the dispatcher can complete them with the panic message
     /// instead of the less helpful "dropped".
     static UNWOUND: RefCell<Option<Vec<RawCompleter>>> = const { RefCell::new(None) };
+}
+// loom runs its threads on one OS thread: thread-locals must be its own.
+#[cfg(loom)]
+loom::thread_local! {
+    static UNWOUND: RefCell<Option<Vec<RawCompleter>>> = RefCell::new(None);
 }
 
 impl RawCompleter {

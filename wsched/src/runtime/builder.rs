@@ -154,7 +154,7 @@ impl Builder {
         let mut threads = Vec::with_capacity(workers);
         for (index, local) in locals.into_iter().enumerate() {
             let handle = Handle::from_shared(shared.clone());
-            let spawned = std::thread::Builder::new()
+            let spawned = crate::sync::thread::Builder::new()
                 .name(format!("{}-worker-{index}", self.thread_name))
                 .spawn(move || worker::run(handle, index, local));
             match spawned {

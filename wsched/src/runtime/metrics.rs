@@ -5,7 +5,11 @@ use crossbeam_utils::CachePadded;
 use super::state::ProcessState;
 use crate::pid::Pid;
 use crate::process::SuspendPoint;
-use crate::sync::{AtomicU64, Ordering};
+// Plain std atomics even under loom: these are statistics, not synchronisation, and
+// modelling every counter update would multiply the interleavings loom explores
+// without checking anything. (A thief reads a victim's step counter only as a hint;
+// see `steal_lifo` in `worker.rs`.)
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One worker's counters. Each is written only by its worker, so an increment is a
 /// plain load and store (no locked instruction); readers on other threads may see a

@@ -3,7 +3,6 @@
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -15,6 +14,7 @@ use crate::error::{BuildError, CancelError, JoinError, SendError, SpawnError};
 use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
 use crate::process::IntoProcess;
+use crate::sync::thread::JoinHandle;
 
 /// Runs processes on a pool of work-stealing worker threads.
 ///

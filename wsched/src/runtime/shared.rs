@@ -22,7 +22,7 @@ use crate::error::{
 use crate::payload::{Payload, Payloads};
 use crate::pid::{Pid, PidAllocator};
 use crate::process::{init_process, Event, Message, Process};
-use crate::sync::{AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
+use crate::sync::{fence, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
 
 use crossbeam_utils::CachePadded;
 
@@ -128,6 +128,10 @@ impl Shared {
         detached: bool,
     ) -> Result<Pid, SpawnError> {
         self.live.fetch_add(1, Ordering::SeqCst);
+        // Dekker with `stop_accepting`: the fences order "count, then check" here
+        // against "clear, then count" there (SeqCst accesses alone would do in C++,
+        // but loom models only fences as SeqCst, and spawns are not that hot).
+        fence(Ordering::SeqCst);
         if !self.accepting.load(Ordering::SeqCst) {
             self.end_live();
             // The process is user data: its drop may panic, and we may be on a worker.
@@ -336,9 +340,13 @@ impl Shared {
         self.live.load(Ordering::SeqCst)
     }
 
-    /// Stops accepting spawns. Returns false if that had already happened.
+    /// Stops accepting spawns. Returns false if that had already happened. Every
+    /// spawn that got past the check is counted in `live` once this returns (see
+    /// `spawn`).
     pub(crate) fn stop_accepting(&self) -> bool {
-        self.accepting.swap(false, Ordering::SeqCst)
+        let was = self.accepting.swap(false, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        was
     }
 
     /// Sends a cancel to every live process; returns how many there were.

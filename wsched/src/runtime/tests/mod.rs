@@ -11,6 +11,8 @@ mod loom_idle;
 #[cfg(loom)]
 mod loom_local_queue;
 #[cfg(loom)]
+mod loom_scheduler;
+#[cfg(loom)]
 mod loom_state;
 #[cfg(loom)]
 mod loom_timers;
