@@ -1,6 +1,8 @@
 //! Tests of crate-private runtime parts: loom models and stress tests.
 
 #[cfg(not(loom))]
+mod lifo_stress;
+#[cfg(not(loom))]
 mod local_queue_props;
 #[cfg(not(loom))]
 mod local_queue_stress;
@@ -8,6 +10,8 @@ mod local_queue_stress;
 mod loom_blocking;
 #[cfg(loom)]
 mod loom_idle;
+#[cfg(loom)]
+mod loom_lifo;
 #[cfg(loom)]
 mod loom_local_queue;
 #[cfg(loom)]
