@@ -105,7 +105,9 @@ pub(crate) fn registrations(timers: std::sync::Arc<super::timer::Timers>) -> Vec
         )
         .builtin(),
         Registration::new(Placement::Worker, |spawn: Spawn, done: Completer<Spawn>| {
-            let spawned = done.handle().shared().spawn(
+            let handle = done.handle();
+            let spawned = handle.shared().spawn(
+                handle,
                 Some(done.pid()),
                 spawn.process,
                 &spawn.method,

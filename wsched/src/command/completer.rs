@@ -1,6 +1,6 @@
 //! Completers: the one-shot return path from a handler to the process that yielded.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -64,7 +64,7 @@ impl<C: Command> Completer<C> {
 
     /// The scheduler, to spawn processes or send messages from the handler.
     pub fn handle(&self) -> &Handle {
-        &self.raw.handle
+        self.raw.handle()
     }
 
     /// Whether the process is still running (a long handler may give up early when
@@ -86,35 +86,110 @@ impl<C: Command> fmt::Debug for Completer<C> {
 
 /// The untyped completer behind [`Completer`].
 pub(crate) struct RawCompleter {
-    handle: Handle,
+    /// The process, and through it the scheduler (see `ProcessCell::handle`).
     cell: Arc<ProcessCell>,
     tag: Tag,
     command: &'static str,
     armed: bool,
 }
 
+/// Completers dropped while a handler unwinds under `catch_panics`, so the
+/// dispatcher can complete them with the panic message instead of the less helpful
+/// "dropped"; and how many `catch_panics` are active on this thread (when none is,
+/// a completer dropped while unwinding reports "dropped" at once). The depth is a
+/// plain `Cell`: entering and leaving a handler costs no `RefCell` and no list
+/// swap, which matters on the path of every yield.
+struct Unwinding {
+    depth: Cell<u32>,
+    parked: RefCell<Vec<RawCompleter>>,
+}
+
 #[cfg(not(loom))]
 thread_local! {
-    /// While a handler runs under `catch_panics`, completers dropped by its unwinding
-    /// are parked here so the dispatcher can complete them with the panic message
-    /// instead of the less helpful "dropped".
-    static UNWOUND: RefCell<Option<Vec<RawCompleter>>> = const { RefCell::new(None) };
+    static UNWINDING: Unwinding = const {
+        Unwinding {
+            depth: Cell::new(0),
+            parked: RefCell::new(Vec::new()),
+        }
+    };
 }
 // loom runs its threads on one OS thread: thread-locals must be its own.
 #[cfg(loom)]
 loom::thread_local! {
-    static UNWOUND: RefCell<Option<Vec<RawCompleter>>> = RefCell::new(None);
+    static UNWINDING: Unwinding = Unwinding {
+        depth: Cell::new(0),
+        parked: RefCell::new(Vec::new()),
+    };
+}
+
+/// The process a worker is dispatching the yields of, and the buffer its next
+/// step's events collect in (see [`dispatch_direct`]).
+struct Direct {
+    cell: *const ProcessCell,
+    events: Vec<Event>,
+}
+
+#[cfg(not(loom))]
+thread_local! {
+    static DIRECT: RefCell<Option<Direct>> = const { RefCell::new(None) };
+}
+#[cfg(loom)]
+loom::thread_local! {
+    static DIRECT: RefCell<Option<Direct>> = RefCell::new(None);
+}
+
+/// Runs `dispatch` (the handler calls for the yields of `cell`'s step, on the worker
+/// that owns `cell`: it is RUNNING) so that completions made by those handlers at
+/// once, on this thread, go straight into `events` instead of the mailbox: no lock,
+/// no wake flag, no re-queueing. The worker then steps the process again with them
+/// right away. Completions made on other threads, or later, take the mailbox.
+pub(crate) fn dispatch_direct<R>(
+    cell: &Arc<ProcessCell>,
+    events: &mut Vec<Event>,
+    dispatch: impl FnOnce() -> R,
+) -> R {
+    /// Puts the buffer back even if `dispatch` unwinds.
+    struct Restore<'a> {
+        events: &'a mut Vec<Event>,
+        previous: Option<Direct>,
+    }
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            let direct =
+                DIRECT.with(|d| std::mem::replace(&mut *d.borrow_mut(), self.previous.take()));
+            if let Some(direct) = direct {
+                *self.events = direct.events;
+            }
+        }
+    }
+    let direct = Direct {
+        cell: Arc::as_ptr(cell),
+        events: std::mem::take(events),
+    };
+    let previous = DIRECT.with(|d| d.borrow_mut().replace(direct));
+    let _restore = Restore { events, previous };
+    dispatch()
+}
+
+/// Hands `event` to the step being dispatched on this thread if it is `cell`'s.
+fn try_direct(cell: &Arc<ProcessCell>, event: Event) -> Result<(), Event> {
+    DIRECT.with(|d| {
+        let Ok(mut d) = d.try_borrow_mut() else {
+            return Err(event);
+        };
+        match d.as_mut() {
+            Some(direct) if std::ptr::eq(direct.cell, Arc::as_ptr(cell)) => {
+                direct.events.push(event);
+                Ok(())
+            }
+            _ => Err(event),
+        }
+    })
 }
 
 impl RawCompleter {
-    pub(crate) fn new(
-        handle: Handle,
-        cell: Arc<ProcessCell>,
-        tag: Tag,
-        command: &'static str,
-    ) -> Self {
+    pub(crate) fn new(cell: Arc<ProcessCell>, tag: Tag, command: &'static str) -> Self {
         Self {
-            handle,
             cell,
             tag,
             command,
@@ -129,10 +204,13 @@ impl RawCompleter {
             tag: self.tag,
             result,
         });
+        let Err(event) = try_direct(&self.cell, event) else {
+            return;
+        };
         // A finished process hands the event back: dropping it is the documented
         // "completion after the process ended is ignored". It holds the handler's
         // output, whose drop may panic on whatever thread completes.
-        if let Err(event) = self.handle.shared().deliver(&self.cell, event) {
+        if let Err(event) = self.cell.handle().shared().deliver(&self.cell, event) {
             drop_quietly(event);
         }
     }
@@ -158,7 +236,7 @@ impl RawCompleter {
     }
 
     pub(crate) fn handle(&self) -> &Handle {
-        &self.handle
+        self.cell.handle()
     }
 }
 
@@ -168,14 +246,16 @@ impl Drop for RawCompleter {
             return;
         }
         if std::thread::panicking() {
-            let parked = UNWOUND.with(|slot| {
-                let mut slot = slot.borrow_mut();
-                match slot.as_mut() {
-                    Some(list) => {
-                        list.push(self.take());
+            let parked = UNWINDING.with(|u| {
+                if u.depth.get() == 0 {
+                    return false;
+                }
+                match u.parked.try_borrow_mut() {
+                    Ok(mut parked) => {
+                        parked.push(self.take());
                         true
                     }
-                    None => false,
+                    Err(_) => false,
                 }
             });
             if parked {
@@ -192,7 +272,6 @@ impl RawCompleter {
     fn take(&mut self) -> RawCompleter {
         self.armed = false;
         RawCompleter {
-            handle: self.handle.clone(),
             cell: self.cell.clone(),
             tag: self.tag,
             command: self.command,
@@ -204,11 +283,20 @@ impl RawCompleter {
 /// Runs a handler call, turning a panic into [`YieldError::HandlerPanicked`] for the
 /// completer(s) its unwinding dropped. Returns the panic message, if it panicked.
 pub(crate) fn catch_panics(call: impl FnOnce()) -> Option<String> {
-    let previous = UNWOUND.with(|slot| slot.borrow_mut().replace(Vec::new()));
+    let mark = UNWINDING.with(|u| {
+        u.depth.set(u.depth.get() + 1);
+        u.parked.borrow().len()
+    });
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call));
-    let unwound = UNWOUND
-        .with(|slot| std::mem::replace(&mut *slot.borrow_mut(), previous))
-        .unwrap_or_default();
+    let unwound: Vec<RawCompleter> = UNWINDING.with(|u| {
+        u.depth.set(u.depth.get() - 1);
+        let mut parked = u.parked.borrow_mut();
+        if parked.len() > mark {
+            parked.drain(mark..).collect()
+        } else {
+            Vec::new()
+        }
+    });
     let message = outcome
         .err()
         .map(|panic| crate::runtime::panic_message(&*panic));

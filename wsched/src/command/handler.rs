@@ -3,6 +3,7 @@
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use super::blocking::BlockingPool;
 use super::completer::{catch_panics, Completer, RawCompleter};
@@ -10,7 +11,6 @@ use crate::command::Command;
 use crate::error::{BuildError, YieldError};
 use crate::process::Yield;
 use crate::runtime::cell::ProcessCell;
-use crate::runtime::Handle;
 use std::sync::Arc;
 
 type ErasedHandler = dyn Fn(Box<dyn Any + Send>, RawCompleter) + Send + Sync;
@@ -60,8 +60,36 @@ impl Registration {
     }
 }
 
+/// `TypeId`s are already well-mixed hashes: use their bits as they are instead of
+/// running SipHash over them on every yield.
+#[derive(Default)]
+struct TypeIdHasher(u64);
+
+impl Hasher for TypeIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Not reached for `TypeId` (it writes integers); fold anyway, to stay a hasher.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 ^= n;
+    }
+
+    fn write_u128(&mut self, n: u128) {
+        self.0 ^= n as u64 ^ (n >> 64) as u64;
+    }
+}
+
+type Table = HashMap<TypeId, Registration, BuildHasherDefault<TypeIdHasher>>;
+
 pub(crate) struct Handlers {
-    table: HashMap<TypeId, Registration>,
+    table: Table,
 }
 
 impl Handlers {
@@ -69,7 +97,7 @@ impl Handlers {
     /// command (e.g. a virtual-time `Sleep` in tests); two user registrations for one
     /// command are an error.
     pub(crate) fn new(registrations: Vec<Registration>) -> Result<Self, BuildError> {
-        let mut table: HashMap<TypeId, Registration> = HashMap::new();
+        let mut table = Table::default();
         for registration in registrations {
             match table.get(&registration.type_id) {
                 Some(existing) if !existing.builtin && !registration.builtin => {
@@ -90,13 +118,12 @@ impl Handlers {
     /// with [`YieldError::NoHandler`].
     pub(crate) fn dispatch(
         &self,
-        handle: &Handle,
         blocking: &std::sync::Arc<BlockingPool>,
         cell: &Arc<ProcessCell>,
         y: Yield,
     ) {
         let (tag, command, type_id, name) = y.into_parts();
-        let raw = RawCompleter::new(handle.clone(), cell.clone(), tag, name);
+        let raw = RawCompleter::new(cell.clone(), tag, name);
         let Some(registration) = self.table.get(&type_id) else {
             // The command is user data: its drop may panic, on a worker.
             crate::runtime::drop_quietly(command);

@@ -48,4 +48,5 @@ pub(crate) mod timer;
 
 pub(crate) use builtin::registrations as builtin_registrations;
 pub use builtin::{Join, Sleep, Spawn};
+pub(crate) use completer::dispatch_direct;
 pub use completer::Completer;

@@ -9,13 +9,20 @@ use crate::error::{JoinError, ProcessError};
 use crate::payload::Payload;
 use crate::pid::Pid;
 use crate::process::{Event, Process, SuspendPoint};
+use crate::runtime::Handle;
 use crate::sync::{AtomicU64, Mutex, Ordering, UnsafeCell};
+use std::sync::Arc;
 
 /// Receives the answer to a claim of a process's result, exactly once.
 pub(crate) type ResultWaiter = Box<dyn FnOnce(Result<Payload, JoinError>) + Send>;
 
 pub(crate) struct ProcessCell {
     pid: Pid,
+    /// The scheduler running the process (`None` only for cells made by unit tests
+    /// and loom models). Completers and the process's `Context` reach the scheduler
+    /// through the cell, so a yield or a send touches the process's own reference
+    /// count, never the scheduler's, which every worker would contend on.
+    handle: Option<Handle>,
     parent: Option<Pid>,
     entry: Box<str>,
     detached: bool,
@@ -71,6 +78,8 @@ pub(crate) struct Owned<'a> {
 }
 
 impl ProcessCell {
+    /// A READY cell holding `body`, without a scheduler (for the loom models).
+    #[cfg_attr(not(loom), allow(dead_code))]
     pub(crate) fn new(
         pid: Pid,
         parent: Option<Pid>,
@@ -78,20 +87,84 @@ impl ProcessCell {
         detached: bool,
         body: Box<dyn Process>,
     ) -> Self {
+        let mut cell = Self::unstarted(pid, parent, entry, detached, None);
+        cell.state = State::new_ready();
+        cell.body = UnsafeCell::new(Some(body));
+        cell
+    }
+
+    /// A RUNNING cell without a body, owned by whoever made it.
+    fn unstarted(
+        pid: Pid,
+        parent: Option<Pid>,
+        entry: &str,
+        detached: bool,
+        handle: Option<Handle>,
+    ) -> Self {
         Self {
             pid,
+            handle,
             parent,
             entry: entry.into(),
             detached,
-            state: State::new_ready(),
+            state: State::new_running(),
             mailbox: Mutex::new(Mailbox::default()),
-            body: UnsafeCell::new(Some(body)),
+            body: UnsafeCell::new(None),
             steps: AtomicU64::new(0),
             suspended_at: Mutex::new(None),
             published_at: UnsafeCell::new(None),
             outcome: Mutex::new(Outcome::Pending { waiter: None }),
             timers: TimerList::new(),
         }
+    }
+
+    /// Makes the cell of a process being spawned on `handle`'s scheduler: `init` gets
+    /// the cell (to build the process's `Context` from) and returns the initialised
+    /// body, or the error that refuses the spawn. The cell is created RUNNING, owned
+    /// by this function, so installing the body needs no other synchronisation than
+    /// the state machine's; it is returned READY, for the caller to register and
+    /// queue.
+    pub(crate) fn spawn<E>(
+        handle: &Handle,
+        pid: Pid,
+        parent: Option<Pid>,
+        entry: &str,
+        detached: bool,
+        init: impl FnOnce(&Arc<ProcessCell>) -> Result<Box<dyn Process>, E>,
+    ) -> Result<Arc<ProcessCell>, E> {
+        let cell = Arc::new(Self::unstarted(
+            pid,
+            parent,
+            entry,
+            detached,
+            Some(handle.clone()),
+        ));
+        {
+            let mut owned = Owned { cell: &cell };
+            match init(&cell) {
+                Ok(body) => {
+                    owned.with_body(|slot| *slot = Some(body));
+                    let ready = owned.finish_step(Suspend::Continue);
+                    debug_assert!(
+                        matches!(ready, Ok(true)),
+                        "nobody else can reach an unpublished cell"
+                    );
+                }
+                Err(error) => {
+                    // Never published: nobody will look at it again.
+                    owned.release();
+                    return Err(error);
+                }
+            }
+        }
+        Ok(cell)
+    }
+
+    /// The scheduler running this process.
+    pub(crate) fn handle(&self) -> &Handle {
+        self.handle
+            .as_ref()
+            .expect("a process run by a scheduler has its handle")
     }
 
     pub(crate) fn pid(&self) -> Pid {
@@ -254,6 +327,21 @@ impl<'a> Owned<'a> {
         debug_assert!(buffer.is_empty());
         let mut mailbox = self.cell.mailbox.lock();
         mem::swap(&mut mailbox.events, buffer);
+    }
+
+    /// Between two steps run back to back: appends to `buffer` whatever arrived in
+    /// the mailbox meanwhile (nothing to do, and no lock, if no wake flag is set).
+    /// Returns `false` if shutdown asked to stop the process: it must not step again.
+    pub(crate) fn refill_events(&mut self, buffer: &mut Vec<Event>) -> bool {
+        let (stop, woken) = self.cell.state.running_flags();
+        if stop {
+            return false;
+        }
+        if woken {
+            self.cell.state.clear_wake_flags();
+            buffer.append(&mut self.cell.mailbox.lock().events);
+        }
+        true
     }
 
     /// Runs `f` on the body (`None` once the process was closed).

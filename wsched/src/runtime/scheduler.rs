@@ -331,7 +331,8 @@ impl Handle {
     ) -> Result<Pid, SpawnError> {
         let process = Box::new(process.into_process());
         let input = input.into_payloads();
-        self.shared.spawn(None, process, method, input, detached)
+        self.shared
+            .spawn(self, None, process, method, input, detached)
     }
 
     /// Sends `message` to `to` (with no sender PID). A process waiting for a message

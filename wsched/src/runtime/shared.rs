@@ -1,7 +1,7 @@
 //! What all workers and handles share: spawning, sending, scheduling, finishing.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::cell::{Owned, ProcessCell, ResultWaiter};
@@ -22,6 +22,7 @@ use crate::error::{
 use crate::payload::{Payload, Payloads};
 use crate::pid::{Pid, PidAllocator};
 use crate::process::{init_process, Event, Message, Process};
+use crate::runtime::Handle;
 use crate::sync::{fence, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
 
 use crossbeam_utils::CachePadded;
@@ -30,8 +31,6 @@ use crossbeam_utils::CachePadded;
 pub(crate) type Task = Arc<ProcessCell>;
 
 pub(crate) struct Shared {
-    /// A weak self-reference, so `&self` methods can hand out `Context`s.
-    me: Weak<Shared>,
     pub(crate) workers: usize,
     pub(crate) global_batch: usize,
     pids: PidAllocator,
@@ -72,8 +71,7 @@ pub(crate) struct SharedParts {
 
 impl Shared {
     pub(crate) fn new(parts: SharedParts) -> Arc<Self> {
-        Arc::new_cyclic(|me| Self {
-            me: me.clone(),
+        Arc::new(Self {
             workers: parts.workers,
             global_batch: parts.global_batch,
             pids: PidAllocator::new(),
@@ -102,12 +100,6 @@ impl Shared {
         &self.lifos[index]
     }
 
-    fn arc(&self) -> Arc<Shared> {
-        self.me
-            .upgrade()
-            .expect("the scheduler is alive while its methods run")
-    }
-
     // ---- spawning -------------------------------------------------------------
 
     /// Initialises `process` for `method` on the calling thread (so init errors are
@@ -121,12 +113,14 @@ impl Shared {
     /// returns `Ok` is never left in a queue nobody drains.
     pub(crate) fn spawn(
         &self,
+        handle: &Handle,
         parent: Option<Pid>,
         process: Box<dyn Process>,
         method: &str,
         input: Payloads,
         detached: bool,
     ) -> Result<Pid, SpawnError> {
+        debug_assert!(std::ptr::eq(handle.shared(), self));
         self.live.fetch_add(1, Ordering::SeqCst);
         // Dekker with `stop_accepting`: the fences order "count, then check" here
         // against "clear, then count" there (SeqCst accesses alone would do in C++,
@@ -139,16 +133,25 @@ impl Shared {
             return Err(SpawnError::ShuttingDown);
         }
         let pid = self.pids.next();
-        let mut process = process;
-        if let Err(error) =
-            init_process(&mut *process, Context::new(pid, self.arc()), method, input)
-        {
-            self.end_live();
-            drop_quietly(process);
-            return Err(error);
-        }
-
-        let cell = Arc::new(ProcessCell::new(pid, parent, method, detached, process));
+        let spawned = ProcessCell::spawn(handle, pid, parent, method, detached, |cell| {
+            let mut process = process;
+            // The process reaches the scheduler through its own cell.
+            let ctx = Context::new(pid, cell.clone());
+            match init_process(&mut *process, ctx, method, input) {
+                Ok(()) => Ok(process),
+                Err(error) => {
+                    drop_quietly(process);
+                    Err(error)
+                }
+            }
+        });
+        let cell = match spawned {
+            Ok(cell) => cell,
+            Err(error) => {
+                self.end_live();
+                return Err(error);
+            }
+        };
         self.globals.spawned.fetch_add(1, Ordering::Relaxed);
         self.registry.insert(cell.clone());
         // Shutdown clears `accepting` (then sets `stopping`) before it sweeps the PID
@@ -521,7 +524,8 @@ fn close_body(mut body: Box<dyn Process>) -> Result<(), String> {
     .map_err(|panic| panic_message(&*panic))
 }
 
-impl Backend for Shared {
+/// A process's `Context` talks to the scheduler through the process's own cell.
+impl Backend for ProcessCell {
     fn spawn(
         &self,
         parent: Option<Pid>,
@@ -530,14 +534,17 @@ impl Backend for Shared {
         input: Payloads,
         detached: bool,
     ) -> Result<Pid, SpawnError> {
-        Shared::spawn(self, parent, process, method, input, detached)
+        let handle = self.handle();
+        handle
+            .shared()
+            .spawn(handle, parent, process, method, input, detached)
     }
 
     fn send(&self, from: Option<Pid>, to: Pid, payload: Payload) -> Result<(), SendError> {
-        self.send_message(from, to, payload)
+        self.handle().shared().send_message(from, to, payload)
     }
 
     fn cancel(&self, _from: Option<Pid>, pid: Pid) -> Result<(), CancelError> {
-        Shared::cancel(self, pid)
+        self.handle().shared().cancel(pid)
     }
 }

@@ -140,6 +140,12 @@ impl State {
         Self(AtomicU32::new(READY))
     }
 
+    /// A process being spawned starts RUNNING, owned by its spawner, which installs
+    /// its body and then makes it READY (see `ProcessCell::spawn`).
+    pub(crate) fn new_running() -> Self {
+        Self(AtomicU32::new(RUNNING))
+    }
+
     pub(crate) fn snapshot(&self) -> ProcessState {
         match self.0.load(Ordering::Acquire) & STATE_MASK {
             READY => ProcessState::Ready,
@@ -239,6 +245,23 @@ impl State {
                 Err(actual) => current = actual,
             }
         }
+    }
+
+    /// While RUNNING (checked by its owner between two steps it runs back to back):
+    /// whether shutdown asked to stop it, and whether events arrived in the mailbox
+    /// since the flags were last cleared.
+    pub(crate) fn running_flags(&self) -> (bool, bool) {
+        let current = self.0.load(Ordering::Acquire);
+        debug_assert_eq!(current & STATE_MASK, RUNNING);
+        (current & STOP != 0, current & FLAGS != 0)
+    }
+
+    /// Clears the wake flags of a RUNNING process whose owner is about to take the
+    /// mailbox's events itself. An event pushed after the take sets its flag again,
+    /// so it is not lost: the closing CAS of the step sees it.
+    pub(crate) fn clear_wake_flags(&self) {
+        let previous = self.0.fetch_and(!FLAGS, Ordering::AcqRel);
+        debug_assert_eq!(previous & STATE_MASK, RUNNING);
     }
 
     /// Marks a RUNNING process whose owner's token was dropped by unwinding.

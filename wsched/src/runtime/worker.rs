@@ -37,6 +37,7 @@ use super::shared::{Shared, Task};
 use super::state::Suspend;
 use super::Handle;
 use super::{drop_all_quietly, drop_quietly, panic_message};
+use crate::command::dispatch_direct;
 use crate::error::{Phase, ProcessError, StepError};
 use crate::process::{Event, Events, Status, StepOutput};
 use crate::runtime::cell::ProcessCell;
@@ -44,6 +45,9 @@ use crate::sync::{spin_loop, thread};
 
 /// How often the global queue is checked first (Go's figure).
 const GLOBAL_CHECK_INTERVAL: u32 = 61;
+/// How many times in a row a process whose yields were completed at once is stepped
+/// again without going back to a queue (tokio gives a task a budget of 128 units).
+const RESTEP_BUDGET: u32 = 32;
 /// How many times in a row the LIFO slot may be used before its process goes to the
 /// back of the deque, so two processes waking each other cannot starve the rest.
 const MAX_LIFO_STREAK: u8 = 3;
@@ -200,7 +204,7 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
                 idle_rounds = 0;
                 shared.counters[index].steps.add(1);
                 let stepped = catch_unwind(AssertUnwindSafe(|| {
-                    run_task(&handle, &task, &mut events, &mut out);
+                    run_task(&handle, index, &task, &mut events, &mut out);
                 }));
                 if let Err(panic) = stepped {
                     recover(shared, &task, &*panic, &mut events, &mut out);
@@ -418,7 +422,19 @@ fn park(shared: &Shared, core: &Rc<RefCell<Core>>) {
 }
 
 /// Steps one process and deals with the outcome.
-fn run_task(handle: &Handle, task: &Task, events: &mut Vec<Event>, out: &mut StepOutput) {
+///
+/// When the handlers of a step's yields complete them at once on this worker, the
+/// completions go straight into the next step's events (`dispatch_direct`) and the
+/// process is stepped again here, without leaving RUNNING: no mailbox lock, no
+/// state transitions, no trip through a run queue. At most [`RESTEP_BUDGET`] times
+/// in a row, so a process that keeps yielding such commands cannot hold the worker.
+fn run_task(
+    handle: &Handle,
+    index: usize,
+    task: &Task,
+    events: &mut Vec<Event>,
+    out: &mut StepOutput,
+) {
     let shared = handle.shared();
     let Some(mut owned) = task.start_running() else {
         // Shutdown stopped it while it sat in a queue (see `State::request_stop`).
@@ -433,74 +449,102 @@ fn run_task(handle: &Handle, task: &Task, events: &mut Vec<Event>, out: &mut Ste
         return;
     }
     owned.take_events(events);
-    out.clear();
-    let stepped = owned.with_body(|body| {
-        let body = body
-            .as_mut()
-            .expect("a process that has not ended has a body");
-        catch_unwind(AssertUnwindSafe(|| body.step(Events::new(events), out)))
-    });
-    // Events the step did not consume, and the yields of a failed step, are user
-    // values: dropped quietly.
-    clear_quietly(events);
-    owned.record_step(out.suspend_point());
+    let mut budget = RESTEP_BUDGET;
+    loop {
+        out.clear();
+        let stepped = owned.with_body(|body| {
+            let body = body
+                .as_mut()
+                .expect("a process that has not ended has a body");
+            catch_unwind(AssertUnwindSafe(|| body.step(Events::new(events), out)))
+        });
+        // Events the step did not consume, and the yields of a failed step, are
+        // user values: dropped quietly.
+        clear_quietly(events);
+        owned.record_step(out.suspend_point());
 
-    let status = match stepped {
-        Err(panic) => {
-            clear_output_quietly(out);
-            let message = panic_message(&*panic);
-            shared.finish(
-                owned,
-                Err(ProcessError::Panicked {
-                    phase: Phase::Step,
-                    message,
-                }),
-            );
-            return;
-        }
-        Ok(Err(error)) => {
-            clear_output_quietly(out);
-            shared.finish(owned, Err(ProcessError::Failed(error)));
-            return;
-        }
-        Ok(Ok(())) => out.take_status(),
-    };
+        let status = match stepped {
+            Err(panic) => {
+                clear_output_quietly(out);
+                let message = panic_message(&*panic);
+                shared.finish(
+                    owned,
+                    Err(ProcessError::Panicked {
+                        phase: Phase::Step,
+                        message,
+                    }),
+                );
+                return;
+            }
+            Ok(Err(error)) => {
+                clear_output_quietly(out);
+                shared.finish(owned, Err(ProcessError::Failed(error)));
+                return;
+            }
+            Ok(Ok(())) => out.take_status(),
+        };
 
-    // Yields go out in order, after the step, before the state changes: a handler
-    // that completes at once sets the wake-up flag and the process runs again here.
-    for y in out.drain_yields() {
-        shared.handlers.dispatch(handle, &shared.blocking, task, y);
+        // Yields go out in order, after the step, before the state changes.
+        dispatch_direct(task, events, || {
+            for y in out.drain_yields() {
+                shared.handlers.dispatch(&shared.blocking, task, y);
+            }
+        });
+
+        // Withdrawn yields (a `recv!` timeout that a message beat, yields given up
+        // on cancel): cancel their timers now, not at their deadlines. After the
+        // dispatch, so a timer this very step armed is found; processes without
+        // pending timers skip the timer lock.
+        if task.timers().may_have_pending() {
+            for tag in out.drain_withdrawn() {
+                shared.timers.cancel(task.timers(), tag);
+            }
+        }
+
+        let suspend = match status {
+            Some(Status::Done(result)) => {
+                // Completions of its last yields: nobody will read them.
+                clear_quietly(events);
+                shared.finish(owned, Ok(result));
+                return;
+            }
+            None => {
+                clear_quietly(events);
+                shared.finish(
+                    owned,
+                    Err(ProcessError::Failed(StepError::new(
+                        "step returned without a status: call StepOutput::set_status before returning",
+                    ))),
+                );
+                return;
+            }
+            Some(Status::WaitingForYields) => Suspend::Yields,
+            Some(Status::WaitingForMessage) => Suspend::Message,
+            Some(Status::Continue) => Suspend::Continue,
+        };
+
+        // Completions arrived during the dispatch: they wake a process waiting for
+        // yields or for a message alike, so step it again now.
+        if !events.is_empty()
+            && suspend != Suspend::Continue
+            && budget > 0
+            && !shared.is_stopping()
+            && owned.refill_events(events)
+        {
+            budget -= 1;
+            shared.counters[index].steps.add(1);
+            continue;
+        }
+        // Not now: the completions go where completions from elsewhere go, the
+        // mailbox, and wake the process as those would.
+        for event in events.drain(..) {
+            if let Err(event) = task.push_event(event) {
+                drop_quietly(event);
+            }
+        }
+        suspend_or_requeue(shared, task, owned, suspend);
+        return;
     }
-
-    // Withdrawn yields (a `recv!` timeout that a message beat, yields given up on
-    // cancel): cancel their timers now, not at their deadlines. After the dispatch,
-    // so a timer this very step armed is found; processes without pending timers
-    // skip the timer lock.
-    if task.timers().may_have_pending() {
-        for tag in out.drain_withdrawn() {
-            shared.timers.cancel(task.timers(), tag);
-        }
-    }
-
-    let suspend = match status {
-        Some(Status::Done(result)) => {
-            shared.finish(owned, Ok(result));
-            return;
-        }
-        None => {
-            shared.finish(
-                owned,
-                Err(ProcessError::Failed(StepError::new(
-                    "step returned without a status: call StepOutput::set_status before returning",
-                ))),
-            );
-            return;
-        }
-        Some(Status::WaitingForYields) => Suspend::Yields,
-        Some(Status::WaitingForMessage) => Suspend::Message,
-        Some(Status::Continue) => Suspend::Continue,
-    };
-    suspend_or_requeue(shared, task, owned, suspend);
 }
 
 /// Empties `events` (user values), catching panics of their `Drop`s.
