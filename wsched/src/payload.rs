@@ -7,8 +7,14 @@
 
 use std::any::{Any, TypeId};
 use std::fmt;
+use std::marker::PhantomData;
+use std::mem::{align_of, size_of, MaybeUninit};
 
 /// An owned, `Send`, dynamically typed value.
+///
+/// Values of up to two machine words (integers, PIDs, `()`, small structs, a `Box`,
+/// an `Arc`) are stored inline, without an allocation; larger ones are boxed. Either way the value is moved out by
+/// [`downcast`](Self::downcast) exactly as it went in.
 ///
 /// ```
 /// use wsched::Payload;
@@ -20,8 +26,59 @@ use std::fmt;
 /// assert_eq!(err.into_payload().downcast::<u32>().unwrap(), 42);
 /// ```
 pub struct Payload {
-    value: Box<dyn Any + Send>,
-    type_name: &'static str,
+    meta: &'static Meta,
+    /// The value itself when `meta.inline`, else the pointer of a `Box` holding it.
+    storage: Storage,
+    /// The auto traits of the `Box<dyn Any + Send>` this stands for: `Send` (values
+    /// are `Send`) but not `Sync` (they need not be), nor unwind-safe.
+    _value: PhantomData<Box<dyn Any + Send>>,
+}
+
+/// Room for a value stored inline: two words, word-aligned.
+type Storage = MaybeUninit<[usize; 2]>;
+
+/// Whether a `T` is stored inline in a payload.
+const fn fits_inline<T>() -> bool {
+    size_of::<T>() <= size_of::<Storage>() && align_of::<T>() <= align_of::<Storage>()
+}
+
+/// What a payload knows of its value's type: one static per type (see `Described`).
+struct Meta {
+    type_name: fn() -> &'static str,
+    type_id: fn() -> TypeId,
+    inline: bool,
+    /// Drops the value `storage` holds (inline, or through its box).
+    drop: unsafe fn(&mut Storage),
+}
+
+/// Gives every value type its `Meta` as an associated constant, which `&T::META`
+/// promotes to a `'static` (the `RawWakerVTable` pattern).
+trait Described: Any + Send {
+    const META: Meta;
+}
+
+impl<T: Any + Send> Described for T {
+    const META: Meta = Meta {
+        type_name: std::any::type_name::<T>,
+        type_id: TypeId::of::<T>,
+        inline: fits_inline::<T>(),
+        drop: drop_value::<T>,
+    };
+}
+
+/// # Safety
+/// `storage` holds a live `T` as `Payload::new::<T>` stored it, which nothing
+/// else will read or drop afterwards.
+unsafe fn drop_value<T>(storage: &mut Storage) {
+    if fits_inline::<T>() {
+        // SAFETY: per the contract, an inline, initialised `T` sits at the start of
+        // `storage` (which is aligned enough for it: `fits_inline`).
+        unsafe { std::ptr::drop_in_place(storage.as_mut_ptr().cast::<T>()) }
+    } else {
+        // SAFETY: per the contract, `storage` holds the pointer of a `Box<T>` that
+        // nobody else owns.
+        drop(unsafe { Box::from_raw(storage.as_ptr().cast::<*mut T>().read()) })
+    }
 }
 
 impl Payload {
@@ -33,9 +90,20 @@ impl Payload {
             return already.take().expect("slot was just filled");
         }
         let value = slot.expect("slot was just filled");
+        let mut storage = Storage::uninit();
+        if fits_inline::<T>() {
+            // SAFETY: a `T` fits in `storage`, size and alignment (`fits_inline`),
+            // and the storage is ours.
+            unsafe { storage.as_mut_ptr().cast::<T>().write(value) };
+        } else {
+            let boxed = Box::into_raw(Box::new(value));
+            // SAFETY: a pointer fits in the storage (two words, word-aligned).
+            unsafe { storage.as_mut_ptr().cast::<*mut T>().write(boxed) };
+        }
         Self {
-            value: Box::new(value),
-            type_name: std::any::type_name::<T>(),
+            meta: &<T as Described>::META,
+            storage,
+            _value: PhantomData,
         }
     }
 
@@ -46,17 +114,27 @@ impl Payload {
 
     /// Whether the value is a `T`.
     pub fn is<T: Any>(&self) -> bool {
-        (*self.value).type_id() == TypeId::of::<T>()
+        (self.meta.type_id)() == TypeId::of::<T>()
     }
 
     /// The name of the value's type, as `std::any::type_name` spells it.
     pub fn type_name(&self) -> &'static str {
-        self.type_name
+        (self.meta.type_name)()
     }
 
     /// The `TypeId` of the value.
     pub fn value_type_id(&self) -> TypeId {
-        (*self.value).type_id()
+        (self.meta.type_id)()
+    }
+
+    /// Where the value is.
+    fn value_ptr(&self) -> *const () {
+        if self.meta.inline {
+            self.storage.as_ptr().cast()
+        } else {
+            // SAFETY: a boxed value's storage holds its box's pointer (see `new`).
+            unsafe { self.storage.as_ptr().cast::<*const ()>().read() }
+        }
     }
 
     /// Takes the value out as a `T`, or gives the payload back inside the error.
@@ -72,33 +150,61 @@ impl Payload {
                 .expect("T is Payload");
             return Ok(as_t.take().expect("slot was just filled"));
         }
-        if self.is::<T>() {
-            match self.value.downcast::<T>() {
-                Ok(boxed) => Ok(*boxed),
-                Err(_) => unreachable!("type was checked"),
-            }
-        } else {
-            Err(PayloadTypeError {
+        if !self.is::<T>() {
+            return Err(PayloadTypeError {
                 expected: std::any::type_name::<T>(),
                 payload: Returned::new(self),
-            })
+            });
+        }
+        // The value moves out: the payload's own drop must not run.
+        let this = std::mem::ManuallyDrop::new(self);
+        if this.meta.inline {
+            // SAFETY: the value is a `T` (checked), stored inline by `new`; `this`
+            // is never dropped, so the value is read exactly once.
+            Ok(unsafe { this.storage.as_ptr().cast::<T>().read() })
+        } else {
+            // SAFETY: the value is a `T` (checked) in the box whose pointer `new`
+            // stored; `this` is never dropped, so the box is taken exactly once.
+            let boxed = unsafe { Box::from_raw(this.value_ptr().cast::<T>().cast_mut()) };
+            Ok(*boxed)
         }
     }
 
     /// Borrows the value as a `T`.
     pub fn downcast_ref<T: Any>(&self) -> Option<&T> {
-        self.value.downcast_ref::<T>()
+        // SAFETY: the value is a `T` (checked) at `value_ptr`, alive as long as
+        // `self` is borrowed.
+        self.is::<T>()
+            .then(|| unsafe { &*self.value_ptr().cast::<T>() })
     }
 
     /// Mutably borrows the value as a `T`.
     pub fn downcast_mut<T: Any>(&mut self) -> Option<&mut T> {
-        self.value.downcast_mut::<T>()
+        if !self.is::<T>() {
+            return None;
+        }
+        let ptr = if self.meta.inline {
+            self.storage.as_mut_ptr().cast::<T>()
+        } else {
+            self.value_ptr().cast::<T>().cast_mut()
+        };
+        // SAFETY: the value is a `T` (checked) at `ptr`, exclusively ours as long as
+        // `self` is mutably borrowed.
+        Some(unsafe { &mut *ptr })
+    }
+}
+
+impl Drop for Payload {
+    fn drop(&mut self) {
+        // SAFETY: `storage` holds the value `new` stored for this `meta`; it has not
+        // been moved out (`downcast` skips this drop when it moves the value out).
+        unsafe { (self.meta.drop)(&mut self.storage) }
     }
 }
 
 impl fmt::Debug for Payload {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Payload<{}>", self.type_name)
+        write!(f, "Payload<{}>", self.type_name())
     }
 }
 
@@ -139,7 +245,7 @@ pub(crate) struct Returned {
 impl Returned {
     pub(crate) fn new(payload: Payload) -> Self {
         Self {
-            type_name: payload.type_name,
+            type_name: payload.type_name(),
             payload: std::sync::Mutex::new(payload),
         }
     }
@@ -333,6 +439,97 @@ mod tests {
         assert_eq!(p[1].downcast_ref::<&str>(), Some(&"x"));
         assert_eq!(p[2].downcast_ref::<Vec<u16>>(), Some(&vec![2]));
         assert!(().into_payloads().is_empty());
+    }
+
+    /// Counts its drops; `N` words of padding pick inline (small) or boxed (large).
+    struct Counted<const N: usize> {
+        drops: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+        _pad: [usize; N],
+    }
+
+    impl<const N: usize> Drop for Counted<N> {
+        fn drop(&mut self) {
+            self.drops.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    fn counted<const N: usize>() -> (Counted<N>, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        let drops = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        (
+            Counted {
+                drops: drops.clone(),
+                _pad: [0; N],
+            },
+            drops,
+        )
+    }
+
+    fn drops_once_on_every_path<const N: usize>() {
+        use std::sync::atomic::Ordering::SeqCst;
+        // Dropped as a payload.
+        let (value, drops) = counted::<N>();
+        drop(Payload::new(value));
+        assert_eq!(drops.load(SeqCst), 1);
+        // Moved out, then dropped by its new owner.
+        let (value, drops) = counted::<N>();
+        let out = Payload::new(value).downcast::<Counted<N>>().ok().unwrap();
+        assert_eq!(drops.load(SeqCst), 0);
+        drop(out);
+        assert_eq!(drops.load(SeqCst), 1);
+        // Handed back by a failed downcast, then dropped.
+        let (value, drops) = counted::<N>();
+        let err = Payload::new(value).downcast::<u8>().unwrap_err();
+        assert_eq!(drops.load(SeqCst), 0);
+        drop(err);
+        assert_eq!(drops.load(SeqCst), 1);
+    }
+
+    #[test]
+    fn inline_and_boxed_values_are_dropped_exactly_once() {
+        assert!(fits_inline::<Counted<1>>());
+        assert!(!fits_inline::<Counted<4>>());
+        drops_once_on_every_path::<1>();
+        drops_once_on_every_path::<4>();
+    }
+
+    #[test]
+    fn values_of_every_size_and_alignment_come_back_intact() {
+        #[derive(Debug, PartialEq, Clone, Copy)]
+        #[repr(align(32))]
+        struct OverAligned(u8);
+        assert!(
+            !fits_inline::<OverAligned>(),
+            "boxed: too aligned to sit inline"
+        );
+        assert!(fits_inline::<()>() && fits_inline::<u64>() && fits_inline::<Box<u8>>());
+        assert!(!fits_inline::<String>(), "three words");
+
+        assert_eq!(Payload::new(()).downcast::<()>().unwrap(), ());
+        assert_eq!(Payload::new(7_u64).downcast::<u64>().unwrap(), 7);
+        assert_eq!(
+            Payload::new(u128::MAX).downcast::<u128>().unwrap(),
+            u128::MAX
+        );
+        assert_eq!(
+            Payload::new((1_u32, 2_u64))
+                .downcast::<(u32, u64)>()
+                .unwrap(),
+            (1, 2)
+        );
+        assert_eq!(
+            Payload::new(Box::new(5_u8)).downcast::<Box<u8>>().unwrap(),
+            Box::new(5)
+        );
+        assert_eq!(
+            Payload::new("hi".to_string()).downcast::<String>().unwrap(),
+            "hi"
+        );
+        let p = Payload::new(OverAligned(9));
+        assert_eq!(p.downcast_ref::<OverAligned>(), Some(&OverAligned(9)));
+        assert_eq!(p.downcast::<OverAligned>().unwrap(), OverAligned(9));
+        let mut small = Payload::new(1_u16);
+        *small.downcast_mut::<u16>().unwrap() += 1;
+        assert_eq!(small.downcast::<u16>().unwrap(), 2);
     }
 
     #[test]

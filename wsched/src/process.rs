@@ -175,7 +175,8 @@ pub enum Status {
 /// A command yielded by a step: the command value, type-erased, and its tag.
 pub struct Yield {
     tag: Tag,
-    command: Box<dyn Any + Send>,
+    /// A payload rather than a box: small commands are stored inline, unallocated.
+    command: Payload,
     command_type: TypeId,
     command_name: &'static str,
 }
@@ -185,7 +186,7 @@ impl Yield {
     pub fn new<C: Command>(tag: Tag, command: C) -> Self {
         Self {
             tag,
-            command: Box::new(command),
+            command: Payload::new(command),
             command_type: TypeId::of::<C>(),
             command_name: std::any::type_name::<C>(),
         }
@@ -219,14 +220,17 @@ impl Yield {
     /// Takes the command out as a `C`, or gives the yield back.
     pub fn into_command<C: Command>(self) -> Result<C, Self> {
         if self.is::<C>() {
-            Ok(*self.command.downcast::<C>().expect("type was checked"))
+            Ok(self
+                .command
+                .downcast::<C>()
+                .unwrap_or_else(|_| unreachable!("type was checked")))
         } else {
             Err(self)
         }
     }
 
     /// Splits into the tag and the type-erased command.
-    pub(crate) fn into_parts(self) -> (Tag, Box<dyn Any + Send>, TypeId, &'static str) {
+    pub(crate) fn into_parts(self) -> (Tag, Payload, TypeId, &'static str) {
         (self.tag, self.command, self.command_type, self.command_name)
     }
 }

@@ -1,7 +1,7 @@
 //! The handler table: which function performs which command type, and how a yield
 //! reaches it.
 
-use std::any::{Any, TypeId};
+use std::any::TypeId;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -9,11 +9,12 @@ use super::blocking::BlockingPool;
 use super::completer::{catch_panics, Completer, RawCompleter};
 use crate::command::Command;
 use crate::error::{BuildError, YieldError};
+use crate::payload::Payload;
 use crate::process::Yield;
 use crate::runtime::cell::ProcessCell;
 use std::sync::Arc;
 
-type ErasedHandler = dyn Fn(Box<dyn Any + Send>, RawCompleter) + Send + Sync;
+type ErasedHandler = dyn Fn(Payload, RawCompleter) + Send + Sync;
 
 /// Where a handler runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,10 +46,10 @@ impl Registration {
             command: std::any::type_name::<C>(),
             placement,
             builtin: false,
-            call: Arc::new(move |command: Box<dyn Any + Send>, raw: RawCompleter| {
-                let command = *command
-                    .downcast::<C>()
-                    .expect("handlers are looked up by the command's TypeId");
+            call: Arc::new(move |command: Payload, raw: RawCompleter| {
+                let command = command.downcast::<C>().unwrap_or_else(|_| {
+                    unreachable!("handlers are looked up by the command's TypeId")
+                });
                 handler(command, Completer::new(raw));
             }),
         }
