@@ -14,6 +14,7 @@ extern crate self as wsched;
 
 pub mod command;
 mod context;
+mod entry_name;
 mod error;
 mod payload;
 mod pid;

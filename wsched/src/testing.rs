@@ -344,12 +344,17 @@ impl TestProcess {
         if let Err(e) = init_process(
             &mut *process,
             self.recorder.context(pid),
-            &command.method,
+            command.method.as_str(),
             command.input,
         ) {
             panic!("the spawned process could not start: {e}");
         }
-        let mut t = Self::new(process, pid, command.method, self.recorder.clone());
+        let mut t = Self::new(
+            process,
+            pid,
+            command.method.as_str().to_owned(),
+            self.recorder.clone(),
+        );
         t.step();
         t
     }

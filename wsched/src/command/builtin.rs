@@ -7,10 +7,12 @@ use std::time::Duration;
 use super::completer::Completer;
 use super::handler::{Placement, Registration};
 use crate::command::Command;
+use crate::entry_name::EntryName;
 use crate::error::JoinError;
 use crate::payload::{IntoPayloads, Payload, Payloads};
 use crate::pid::Pid;
 use crate::process::{IntoProcess, Process};
+use crate::runtime::cell::ResultWaiter;
 
 /// Completes with `()` after `duration` (to about a millisecond, never early).
 ///
@@ -37,7 +39,7 @@ impl Command for Sleep {
 /// refuses its arguments or panics, or the scheduler is shutting down.
 pub struct Spawn {
     pub(crate) process: Box<dyn Process>,
-    pub(crate) method: String,
+    pub(crate) method: EntryName,
     pub(crate) input: Payloads,
     pub(crate) detached: bool,
 }
@@ -48,7 +50,7 @@ impl Spawn {
     pub fn new<P: IntoProcess>(process: P, method: &str, input: impl IntoPayloads) -> Self {
         Self {
             process: Box::new(process.into_process()),
-            method: method.to_owned(),
+            method: EntryName::new(method),
             input: input.into_payloads(),
             detached: false,
         }
@@ -64,7 +66,7 @@ impl Spawn {
 
     /// The entry the child will run.
     pub fn method(&self) -> &str {
-        &self.method
+        self.method.as_str()
     }
 }
 
@@ -110,7 +112,7 @@ pub(crate) fn registrations(timers: std::sync::Arc<super::timer::Timers>) -> Vec
                 handle,
                 Some(done.pid()),
                 spawn.process,
-                &spawn.method,
+                spawn.method.as_str(),
                 spawn.input,
                 spawn.detached,
             );
@@ -121,10 +123,12 @@ pub(crate) fn registrations(timers: std::sync::Arc<super::timer::Timers>) -> Vec
         })
         .builtin(),
         Registration::new(Placement::Worker, |Join(pid), done: Completer<Join>| {
-            let handle = done.handle().clone();
-            handle
+            // Through the joining process's own cell: no scheduler refcount traffic.
+            let joiner = done.process_cell().clone();
+            joiner
+                .handle()
                 .shared()
-                .claim_result(pid, Box::new(move |result| done.complete(result)));
+                .claim_result(pid, ResultWaiter::Join(done));
         })
         .builtin(),
     ]

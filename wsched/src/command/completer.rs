@@ -67,6 +67,11 @@ impl<C: Command> Completer<C> {
         self.raw.handle()
     }
 
+    /// The cell of the process that yielded.
+    pub(crate) fn process_cell(&self) -> &Arc<ProcessCell> {
+        &self.raw.cell
+    }
+
     /// Whether the process is still running (a long handler may give up early when
     /// it is not; completing a finished process's yield is harmless anyway).
     pub fn is_process_alive(&self) -> bool {

@@ -5,16 +5,39 @@ use std::mem;
 
 use super::state::{AfterStep, EventKind, ProcessState, State, StopRequest, Suspend};
 use crate::command::timer::TimerList;
+use crate::command::{Completer, Join};
+use crate::entry_name::EntryName;
 use crate::error::{JoinError, ProcessError};
 use crate::payload::Payload;
 use crate::pid::Pid;
 use crate::process::{Event, Process, SuspendPoint};
+use crate::runtime::shared::Filler;
 use crate::runtime::Handle;
 use crate::sync::{AtomicU64, Mutex, Ordering, UnsafeCell};
 use std::sync::Arc;
 
-/// Receives the answer to a claim of a process's result, exactly once.
-pub(crate) type ResultWaiter = Box<dyn FnOnce(Result<Payload, JoinError>) + Send>;
+/// Receives the answer to a claim of a process's result, exactly once. The two
+/// claims the runtime makes are variants of their own, so a join or a wait does
+/// not box a closure.
+pub(crate) enum ResultWaiter {
+    /// A `Join` command: the answer completes it.
+    Join(Completer<Join>),
+    /// A blocking `wait` on some thread.
+    Wait(Filler),
+    /// Anything else (the loom models).
+    #[cfg_attr(not(loom), allow(dead_code))]
+    Call(Box<dyn FnOnce(Result<Payload, JoinError>) + Send>),
+}
+
+impl ResultWaiter {
+    pub(crate) fn answer(self, result: Result<Payload, JoinError>) {
+        match self {
+            Self::Join(done) => done.complete(result),
+            Self::Wait(filler) => filler.fill(result),
+            Self::Call(call) => call(result),
+        }
+    }
+}
 
 pub(crate) struct ProcessCell {
     pid: Pid,
@@ -24,7 +47,7 @@ pub(crate) struct ProcessCell {
     /// count, never the scheduler's, which every worker would contend on.
     handle: Option<Handle>,
     parent: Option<Pid>,
-    entry: Box<str>,
+    entry: EntryName,
     detached: bool,
     state: State,
     /// The event queue. Producers (senders, completers, shutdown) push under the
@@ -105,7 +128,7 @@ impl ProcessCell {
             pid,
             handle,
             parent,
-            entry: entry.into(),
+            entry: EntryName::new(entry),
             detached,
             state: State::new_running(),
             mailbox: Mutex::new(Mailbox::default()),
@@ -176,7 +199,7 @@ impl ProcessCell {
     }
 
     pub(crate) fn entry(&self) -> &str {
-        &self.entry
+        self.entry.as_str()
     }
 
     pub(crate) fn state(&self) -> ProcessState {
@@ -243,7 +266,7 @@ impl ProcessCell {
     /// cell).
     pub(crate) fn claim_result(&self, waiter: ResultWaiter) -> bool {
         if self.detached {
-            waiter(Err(JoinError::Detached(self.pid)));
+            waiter.answer(Err(JoinError::Detached(self.pid)));
             return false;
         }
         let mut outcome = self.outcome.lock();
@@ -256,7 +279,7 @@ impl ProcessCell {
             }
             Outcome::Pending { waiter: Some(_) } | Outcome::Claimed => {
                 drop(outcome);
-                waiter(Err(JoinError::AlreadyClaimed(self.pid)));
+                waiter.answer(Err(JoinError::AlreadyClaimed(self.pid)));
                 false
             }
             Outcome::Finished(_) => {
@@ -265,7 +288,7 @@ impl ProcessCell {
                     unreachable!("matched Finished")
                 };
                 drop(outcome);
-                waiter(self.joined(result));
+                waiter.answer(self.joined(result));
                 true
             }
         }
@@ -307,7 +330,7 @@ impl ProcessCell {
             }
         };
         match waiter {
-            Some(w) => w(self.joined(result)),
+            Some(w) => w.answer(self.joined(result)),
             // Detached: nobody wants the result. Its drop may run user code that
             // panics, on a worker that must survive it.
             None => super::drop_quietly(result),

@@ -255,8 +255,8 @@ impl Shared {
             }
             // Issued but gone from the table: its result was handed out already, or
             // it was detached and has finished.
-            None if self.pids.issued(pid) => waiter(Err(JoinError::AlreadyClaimed(pid))),
-            None => waiter(Err(JoinError::NoSuchProcess(pid))),
+            None if self.pids.issued(pid) => waiter.answer(Err(JoinError::AlreadyClaimed(pid))),
+            None => waiter.answer(Err(JoinError::NoSuchProcess(pid))),
         }
     }
 
@@ -267,7 +267,7 @@ impl Shared {
             pid,
             slot: Some(slot.clone()),
         };
-        self.claim_result(pid, Box::new(move |result| filler.fill(result)));
+        self.claim_result(pid, ResultWaiter::Wait(filler));
         let Some(timeout) = timeout else {
             return slot.take();
         };
@@ -458,13 +458,13 @@ impl Shared {
 /// The waiting side's end of a [`OneShot`]: fills it once. Dropped unfilled (the
 /// scheduler forgot the claim, e.g. its PID table was cleared), it fills the slot
 /// with "stopped" so that no `wait` blocks forever.
-struct Filler {
+pub(crate) struct Filler {
     pid: Pid,
     slot: Option<Arc<OneShot>>,
 }
 
 impl Filler {
-    fn fill(mut self, result: Result<Payload, JoinError>) {
+    pub(crate) fn fill(mut self, result: Result<Payload, JoinError>) {
         if let Some(slot) = self.slot.take() {
             slot.fill(result);
         }

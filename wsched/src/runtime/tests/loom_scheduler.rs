@@ -15,7 +15,7 @@ use crate::error::{InitError, SpawnError, StepError, YieldError};
 use crate::payload::{Payload, Payloads};
 use crate::pid::Pid;
 use crate::process::{Event, Events, Process, Status, StepOutput, Tag};
-use crate::runtime::cell::ProcessCell;
+use crate::runtime::cell::{ProcessCell, ResultWaiter};
 use crate::sync::{Arc, AtomicUsize, Ordering};
 use crate::{Command, Context, Scheduler};
 
@@ -270,20 +270,22 @@ fn a_withdrawn_wait_racing_the_end_of_its_process_loses_nothing() {
             })
         };
         let a = answered.clone();
-        let handed_out_now = cell.claim_result(Box::new(move |result| {
+        let handed_out_now = cell.claim_result(ResultWaiter::Call(Box::new(move |result| {
             assert_eq!(result.unwrap().downcast::<u64>().unwrap(), 7);
             a.fetch_add(1, Ordering::SeqCst);
-        }));
+        })));
         let withdrawn = !handed_out_now && cell.withdraw_waiter();
         let handed_out_at_finish = finisher.join().unwrap();
         if withdrawn {
             assert_eq!(answered.load(Ordering::SeqCst), 0);
             assert!(!handed_out_at_finish, "kept for the next claim");
             let a = answered.clone();
-            assert!(cell.claim_result(Box::new(move |result| {
-                assert_eq!(result.unwrap().downcast::<u64>().unwrap(), 7);
-                a.fetch_add(1, Ordering::SeqCst);
-            })));
+            assert!(
+                cell.claim_result(ResultWaiter::Call(Box::new(move |result| {
+                    assert_eq!(result.unwrap().downcast::<u64>().unwrap(), 7);
+                    a.fetch_add(1, Ordering::SeqCst);
+                })))
+            );
         }
         assert_eq!(
             answered.load(Ordering::SeqCst),
