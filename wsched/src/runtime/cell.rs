@@ -51,12 +51,12 @@ pub(crate) struct ProcessCell {
     detached: bool,
     state: State,
     /// The event queue. Producers (senders, completers, shutdown) push under the
-    /// lock; the owner swaps the whole vector out in one go before a step, so a
-    /// mailbox costs one short lock per event and per step and no allocation in
-    /// steady state (the vectors are swapped, not reallocated). `closed` is set, under
-    /// the same lock, before the process is marked done: a producer that finds the
-    /// mailbox open knows its event will be seen or dropped by the owner, never lost
-    /// in a queue nobody reads without the producer being told.
+    /// lock; the owner moves everything out in one go before a step, so a mailbox
+    /// costs one short lock per event and per step. See [`Mailbox`] for why it
+    /// allocates nothing in steady state and holds no buffer while idle. `closed` is
+    /// set, under the same lock, before the process is marked done: a producer that
+    /// finds the mailbox open knows its event will be seen or dropped by the owner,
+    /// never lost in a queue nobody reads without the producer being told.
     mailbox: Mutex<Mailbox>,
     /// Touched only through [`Owned`], i.e. by whoever holds the RUNNING state.
     body: UnsafeCell<Option<Box<dyn Process>>>,
@@ -83,10 +83,42 @@ pub(crate) struct ProcessCell {
 // `Box<dyn Process>` is `Send`, so moving that access between threads is sound.
 unsafe impl Sync for ProcessCell {}
 
+/// Events in arrival order: the oldest in `first`, later ones in `rest` (which is
+/// empty while `first` is). Most processes get one event between two steps, which
+/// `first` holds without an allocation; `rest` grows only for a process that gets
+/// bursts, and gives its memory back when a burst was large. (An earlier version
+/// swapped the worker's step buffer into the mailbox: every process that ever ran
+/// then kept a buffer as large as the largest step of its worker, idle or not.)
 #[derive(Default)]
 struct Mailbox {
-    events: Vec<Event>,
+    first: Option<Event>,
+    rest: Vec<Event>,
     closed: bool,
+}
+
+/// A burst buffer larger than this is freed when emptied rather than kept.
+const MAILBOX_KEEP: usize = 16;
+
+impl Mailbox {
+    fn push(&mut self, event: Event) {
+        if self.first.is_none() {
+            debug_assert!(self.rest.is_empty());
+            self.first = Some(event);
+        } else {
+            self.rest.push(event);
+        }
+    }
+
+    /// Moves every event, oldest first, to the end of `buffer`.
+    fn drain_into(&mut self, buffer: &mut Vec<Event>) {
+        if let Some(first) = self.first.take() {
+            buffer.push(first);
+            buffer.append(&mut self.rest);
+            if self.rest.capacity() > MAILBOX_KEEP {
+                self.rest = Vec::new();
+            }
+        }
+    }
 }
 
 enum Outcome {
@@ -236,7 +268,7 @@ impl ProcessCell {
             if mailbox.closed {
                 return Err(event);
             }
-            mailbox.events.push(event);
+            mailbox.push(event);
         }
         // After the push: see the "no lost wake-up" invariant in `state.rs`.
         Ok(self.state.notify(kind))
@@ -344,12 +376,11 @@ impl<'a> Owned<'a> {
         self.cell
     }
 
-    /// Moves the queued events into `buffer` (which must be empty), handing the
-    /// mailbox `buffer`'s old allocation so neither side reallocates.
+    /// Moves the queued events into `buffer` (the worker's, which keeps its
+    /// capacity from step to step).
     pub(crate) fn take_events(&mut self, buffer: &mut Vec<Event>) {
         debug_assert!(buffer.is_empty());
-        let mut mailbox = self.cell.mailbox.lock();
-        mem::swap(&mut mailbox.events, buffer);
+        self.cell.mailbox.lock().drain_into(buffer);
     }
 
     /// Between two steps run back to back: appends to `buffer` whatever arrived in
@@ -362,7 +393,7 @@ impl<'a> Owned<'a> {
         }
         if woken {
             self.cell.state.clear_wake_flags();
-            buffer.append(&mut self.cell.mailbox.lock().events);
+            self.cell.mailbox.lock().drain_into(buffer);
         }
         true
     }
@@ -418,9 +449,11 @@ impl<'a> Owned<'a> {
     /// get their message back. Returns the events nobody will read, to be dropped
     /// outside the lock.
     pub(crate) fn close_mailbox(&mut self) -> Vec<Event> {
+        let mut leftovers = Vec::new();
         let mut mailbox = self.cell.mailbox.lock();
         mailbox.closed = true;
-        mem::take(&mut mailbox.events)
+        mailbox.drain_into(&mut leftovers);
+        leftovers
     }
 
     /// Second half: marks the process done and stores or hands out `result`. Returns
