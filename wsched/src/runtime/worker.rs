@@ -485,11 +485,13 @@ fn run_task(
         };
 
         // Yields go out in order, after the step, before the state changes.
-        dispatch_direct(task, events, || {
-            for y in out.drain_yields() {
-                shared.handlers.dispatch(&shared.blocking, task, y);
-            }
-        });
+        if !out.yields().is_empty() {
+            dispatch_direct(task, events, || {
+                for y in out.drain_yields() {
+                    shared.handlers.dispatch(&shared.blocking, task, y);
+                }
+            });
+        }
 
         // Withdrawn yields (a `recv!` timeout that a message beat, yields given up
         // on cancel): cancel their timers now, not at their deadlines. After the
