@@ -103,7 +103,7 @@ pub trait CommandSet: Send + 'static {
     #[doc(hidden)]
     fn first_name(&self) -> &'static str;
     #[doc(hidden)]
-    fn dispatch(self, io: &mut Dispatcher<'_>, tags: &mut Vec<Tag>);
+    fn dispatch(self, io: &mut Dispatcher<'_>);
     #[doc(hidden)]
     fn collect(results: Vec<Result<Payload, YieldError>>) -> Self::Output;
 }
@@ -115,8 +115,10 @@ impl<C: Command> CommandSet for Vec<C> {
         type_name::<C>()
     }
 
-    fn dispatch(self, io: &mut Dispatcher<'_>, tags: &mut Vec<Tag>) {
-        tags.extend(self.into_iter().map(|c| io.dispatch(c)));
+    fn dispatch(self, io: &mut Dispatcher<'_>) {
+        for command in self {
+            io.dispatch(command);
+        }
     }
 
     fn collect(results: Vec<Result<Payload, YieldError>>) -> Self::Output {
@@ -134,9 +136,9 @@ macro_rules! command_tuple {
             }
 
             #[allow(non_snake_case)]
-            fn dispatch(self, io: &mut Dispatcher<'_>, tags: &mut Vec<Tag>) {
+            fn dispatch(self, io: &mut Dispatcher<'_>) {
                 let ($($c,)+) = self;
-                $(tags.push(io.dispatch($c));)+
+                $(io.dispatch($c);)+
             }
 
             fn collect(results: Vec<Result<Payload, YieldError>>) -> Self::Output {
@@ -162,15 +164,17 @@ command_tuple!(A, B, C, D, E, F, G, H);
 #[track_caller]
 pub fn yield_many<S: CommandSet>(commands: S) -> YieldMany<S::Output> {
     let location = Location::caller();
-    let first = commands.first_name();
-    let mut tags = Vec::new();
-    io::with("yield_cmd!", |io| {
-        commands.dispatch(&mut Dispatcher(io), &mut tags)
+    let first_name = commands.first_name();
+    let (first, count) = io::with("yield_cmd!", |io| {
+        let before = io.tags_issued();
+        commands.dispatch(&mut Dispatcher(io));
+        (before + 1, io.tags_issued() - before)
     });
     YieldMany {
-        results: tags.iter().map(|_| None).collect(),
-        tags,
         first,
+        count,
+        arrived: 0,
+        first_name,
         location,
         collect: S::collect,
     }
@@ -187,11 +191,21 @@ pub fn yield_all<C: Command>(
 }
 
 /// The completion of several commands yielded together, whose results are a `T`.
+///
+/// Their tags are consecutive (`first`, `first + 1`, …), so the future holds only the
+/// range. The completions stay in the process's state until all have arrived; each
+/// poll moves a cursor over those that arrived in order, so a poll after some of them
+/// arrived costs only what it advances, and the whole wait O(n), however the
+/// completions are spread over steps.
 #[must_use = "a yield does nothing unless awaited"]
 pub struct YieldMany<T> {
-    tags: Vec<Tag>,
-    results: Vec<Option<Result<Payload, YieldError>>>,
-    first: &'static str,
+    /// The tag of the first command.
+    first: u64,
+    /// How many commands were yielded.
+    count: u64,
+    /// The first `arrived` completions are known to be there.
+    arrived: u64,
+    first_name: &'static str,
     location: &'static Location<'static>,
     collect: fn(Vec<Result<Payload, YieldError>>) -> T,
 }
@@ -203,40 +217,42 @@ impl<T> Future for YieldMany<T> {
 
     fn poll(self: Pin<&mut Self>, _: &mut TaskCx<'_>) -> Poll<T> {
         let this = self.get_mut();
-        let mut dropped = Vec::new();
-        let done = io::with("yield_cmd!", |io| {
-            for (tag, slot) in this.tags.iter().zip(this.results.iter_mut()) {
-                if slot.is_none() {
-                    *slot = io.take(*tag);
-                }
+        let (first, count) = (this.first, this.count);
+        let results = io::with("yield_cmd!", |io| {
+            while this.arrived < count && io.is_ready(Tag(first + this.arrived)) {
+                this.arrived += 1;
             }
-            if this.results.iter().all(Option::is_some) {
-                return true;
+            if this.arrived == count {
+                let results = (first..first + count)
+                    .map(|tag| io.take(Tag(tag)).expect("arrived"))
+                    .collect::<Vec<_>>();
+                return Some(results);
             }
             if io.take_cancel() {
-                for (tag, slot) in this.tags.iter().zip(this.results.iter_mut()) {
-                    if slot.is_none() {
-                        dropped.extend(io.abandon(*tag));
-                        *slot = Some(Err(YieldError::Cancelled));
-                    }
-                }
-                return true;
+                // Completions already there are handed out; the others give up (not
+                // arrived, so abandoning them returns nothing to drop).
+                let results = (first..first + count)
+                    .map(|tag| {
+                        io.take(Tag(tag)).unwrap_or_else(|| {
+                            let _ = io.abandon(Tag(tag));
+                            Err(YieldError::Cancelled)
+                        })
+                    })
+                    .collect::<Vec<_>>();
+                return Some(results);
             }
             io.suspend(SuspendPoint {
                 location: this.location,
                 kind: SuspendKind::Yield {
-                    command: this.first,
-                    count: this.tags.len(),
+                    command: this.first_name,
+                    count: count as usize,
                 },
             });
-            false
+            None
         });
-        drop(dropped);
-        if done {
-            let results = this.results.drain(..).map(|r| r.expect("filled")).collect();
-            Poll::Ready((this.collect)(results))
-        } else {
-            Poll::Pending
+        match results {
+            Some(results) => Poll::Ready((this.collect)(results)),
+            None => Poll::Pending,
         }
     }
 }
