@@ -383,6 +383,12 @@ impl StepOutput {
         self.yields.drain(..)
     }
 
+    /// The yields buffer itself: the macro's machine swaps its own in for a poll, so
+    /// the suspension points write their yields straight into the output.
+    pub(crate) fn yields_buffer(&mut self) -> &mut Vec<Yield> {
+        &mut self.yields
+    }
+
     /// Gives up on the completion of the earlier yield tagged `tag`.
     ///
     /// The runtime then releases what a built-in handler holds for it: a

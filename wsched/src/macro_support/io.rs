@@ -4,22 +4,25 @@
 //! # How the futures reach it
 //!
 //! The state ([`Io`]) is owned by the machine, not shared: no `Arc`, no lock. For the
-//! duration of one poll, `step` *moves* it into a thread-local slot ([`install`]) and
-//! moves it back afterwards (also when the poll unwinds). It lives in a `Box`, so the
-//! move is a pointer, not the whole state (profiling showed memcpys of the unboxed
-//! state costing 15 % of a message round trip). The futures created and
-//! polled by the entry body during that poll reach it through [`with`], which borrows
-//! the slot through a `RefCell`: a re-entrant access (say, a `Drop` impl that calls
-//! `wsched::this::pid()` while the runtime holds the borrow) panics with a clear message
-//! instead of aliasing. There is no `unsafe` code here at all.
+//! duration of one poll, `step` lends it, and the process's [`Context`], to a
+//! thread-local slot ([`install`]) as pointers, and takes them back afterwards (also
+//! when the poll unwinds). Nothing moves: the slot is three `Cell`s, so installing
+//! costs a few stores (it used to move a boxed state through a `RefCell<Option<_>>`).
+//! The futures created and polled by the entry body during that poll reach the state
+//! through [`with`], which lends it out under a busy flag: a re-entrant access (say,
+//! a `Drop` impl that calls `wsched::this::pid()` while the runtime holds the state)
+//! panics with a clear message instead of aliasing. `wsched::this` reaches the
+//! context through [`with_context`] by reference, without cloning it.
 //!
 //! Consequences: the future stays `Send` (it holds no reference to the state), and the
 //! suspension points work only while their own process is being stepped, which is the
 //! only time the generated code polls them.
 
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::collections::VecDeque;
+use std::marker::PhantomData;
 use std::mem;
+use std::ptr;
 
 use crate::command::Command;
 use crate::context::Context;
@@ -41,23 +44,28 @@ enum Slot {
 /// Everything an entry's suspension points read and write.
 #[derive(Default)]
 pub(crate) struct Io {
-    pub(crate) ctx: Option<Context>,
     pub(crate) entry: &'static str,
     /// The last tag handed out; tags start at 1.
     last_tag: u64,
-    /// The state of the tags `last_tag + 1 - slots.len() ..= last_tag`, oldest first;
-    /// every older tag is [`Slot::Done`]. Tags are handed out in sequence, so a tag's
-    /// slot is found by subtracting: delivering, taking and abandoning are O(1), where
-    /// searching lists of tags made a `yield_all!` of n commands cost O(n²). Done
-    /// slots are popped off the front, so only the window of outstanding tags is kept.
-    slots: VecDeque<Slot>,
+    /// The state of the tags `last_tag + 1 - (slots.len() - head) ..= last_tag`
+    /// (`slots[head..]`), oldest first; every older tag is [`Slot::Done`]. Tags are
+    /// handed out in sequence, so a tag's slot is found by subtracting: delivering,
+    /// taking and abandoning are O(1), where searching lists of tags made a
+    /// `yield_all!` of n commands cost O(n²).
+    slots: Vec<Slot>,
+    /// `slots[..head]` are done slots before the window, dropped in bulk when the
+    /// window empties. It does each time a suspension point completes: only the
+    /// pending one has outstanding tags, and it consumes or abandons all of them
+    /// before it completes.
+    head: usize,
     /// Messages not received yet, in arrival order.
     pub(crate) mailbox: VecDeque<Message>,
     /// A cancel arrived and no suspension point has reported it yet.
     cancel_pending: bool,
     /// A cancel arrived at some point (sticky).
     pub(crate) cancelled: bool,
-    /// Yields written during the current poll, moved to the step's output after it.
+    /// Where the suspension points write their yields: during a poll, the step
+    /// output's buffer (swapped in); otherwise an empty buffer.
     pub(crate) outgoing: Vec<Yield>,
     /// Tags abandoned during the current poll before their completion arrived, moved
     /// to the step's output after it ([`StepOutput::withdraw`]), so the runtime
@@ -72,6 +80,7 @@ pub(crate) struct Io {
 impl Io {
     /// Takes in one event of a step. Returns what must be dropped outside any borrow
     /// (a late completion nobody waits for).
+    #[inline]
     pub(crate) fn deliver(&mut self, event: Event) -> Option<Payload> {
         match event {
             Event::Completion(c) => match self.slot_mut(c.tag) {
@@ -93,22 +102,31 @@ impl Io {
         }
     }
 
-    /// Where `tag`'s slot is in the window, if it is there (older tags are all done).
+    /// Where `tag`'s slot is in `slots`, if it is in the window (older tags are all
+    /// done).
+    #[inline]
     fn offset(&self, tag: Tag) -> Option<usize> {
-        let base = self.last_tag + 1 - self.slots.len() as u64;
+        let len = self.slots.len() - self.head;
+        let base = self.last_tag + 1 - len as u64;
         let offset = usize::try_from(tag.0.checked_sub(base)?).ok()?;
-        (offset < self.slots.len()).then_some(offset)
+        (offset < len).then_some(self.head + offset)
     }
 
+    #[inline]
     fn slot_mut(&mut self, tag: Tag) -> Option<&mut Slot> {
         let offset = self.offset(tag)?;
         self.slots.get_mut(offset)
     }
 
-    /// Pops the done slots off the front of the window.
+    /// Moves the front of the window past the done slots.
+    #[inline]
     fn trim(&mut self) {
-        while matches!(self.slots.front(), Some(Slot::Done)) {
-            self.slots.pop_front();
+        while matches!(self.slots.get(self.head), Some(Slot::Done)) {
+            self.head += 1;
+        }
+        if self.head == self.slots.len() {
+            self.slots.clear();
+            self.head = 0;
         }
     }
 
@@ -116,18 +134,19 @@ impl Io {
     pub(crate) fn dispatch<C: Command>(&mut self, command: C) -> Tag {
         self.last_tag += 1;
         let tag = Tag(self.last_tag);
-        self.slots.push_back(Slot::Waiting);
+        self.slots.push(Slot::Waiting);
         self.outgoing.push(Yield::new(tag, command));
         tag
     }
 
     /// Whether the completion of `tag` arrived and was not consumed yet.
     pub(crate) fn is_ready(&self, tag: Tag) -> bool {
-        let slot = self.offset(tag).and_then(|offset| self.slots.get(offset));
+        let slot = self.offset(tag).map(|offset| &self.slots[offset]);
         matches!(slot, Some(Slot::Ready(_)))
     }
 
     /// Takes the completion of `tag` if it arrived.
+    #[inline]
     pub(crate) fn take(&mut self, tag: Tag) -> Option<Result<Payload, YieldError>> {
         let slot = self.slot_mut(tag)?;
         if !matches!(slot, Slot::Ready(_)) {
@@ -173,40 +192,101 @@ impl Io {
     }
 }
 
+/// What is installed on this thread: pointers into the machine being stepped.
+struct Current {
+    /// Its state, or null outside a poll.
+    io: Cell<*mut Io>,
+    /// Its context, or null outside a poll (and before `init`).
+    ctx: Cell<*const Context>,
+    /// Set while [`with`] lends the state out: a re-entrant use is refused.
+    busy: Cell<bool>,
+}
+
 thread_local! {
-    static CURRENT: RefCell<Option<Box<Io>>> = const { RefCell::new(None) };
+    // Plain `Cell`s without a destructor: an access is a TLS offset, with no lazy
+    // initialisation or destructor-registration check.
+    static CURRENT: Current = const {
+        Current {
+            io: Cell::new(ptr::null_mut()),
+            ctx: Cell::new(ptr::null()),
+            busy: Cell::new(false),
+        }
+    };
 }
 
-/// Moves the state out of `slot` into the thread-local slot until the guard drops
-/// (which moves it back, also on unwinding). Nests: the previous occupant is restored
-/// afterwards.
-pub(crate) fn install(slot: &mut Option<Box<Io>>) -> Installed<'_> {
-    let io = slot
-        .take()
-        .expect("wsched: the process state is installed already");
-    let previous = CURRENT.with(|c| {
-        c.try_borrow_mut()
-            .expect("wsched: a process was stepped from inside a suspension point")
-            .replace(io)
-    });
-    Installed { slot, previous }
+/// Lends `io` and `ctx` to the thread-local slot until the guard drops (also on
+/// unwinding). Nests: the previous occupant is restored afterwards.
+///
+/// # Panics
+/// From inside [`with`] (a process stepped from inside a suspension point).
+#[inline]
+pub(crate) fn install<'a>(io: &'a mut Io, ctx: Option<&'a Context>) -> Installed<'a> {
+    let ctx = ctx.map_or(ptr::null(), ptr::from_ref);
+    CURRENT.with(|c| {
+        assert!(
+            !c.busy.get(),
+            "wsched: a process was stepped from inside a suspension point"
+        );
+        Installed {
+            previous_io: c.io.replace(io),
+            previous_ctx: c.ctx.replace(ctx),
+            _lent: PhantomData,
+        }
+    })
 }
 
-/// Puts the state back where it came from when dropped.
+/// Takes the lent state back when dropped.
 pub(crate) struct Installed<'a> {
-    slot: &'a mut Option<Box<Io>>,
-    previous: Option<Box<Io>>,
+    previous_io: *mut Io,
+    previous_ctx: *const Context,
+    /// The borrows the pointers in the slot stand for.
+    _lent: PhantomData<(&'a mut Io, &'a Context)>,
 }
 
 impl Drop for Installed<'_> {
+    #[inline]
     fn drop(&mut self) {
-        let io = CURRENT.with(|c| match c.try_borrow_mut() {
-            Ok(mut cur) => mem::replace(&mut *cur, self.previous.take()),
-            Err(_) => None,
+        CURRENT.with(|c| {
+            c.io.set(self.previous_io);
+            c.ctx.set(self.previous_ctx);
         });
-        if io.is_some() {
-            *self.slot = io;
+    }
+}
+
+/// Clears [`Current::busy`] when dropped (also when the closure lent to unwinds).
+struct Busy;
+
+impl Drop for Busy {
+    #[inline]
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.busy.set(false));
+    }
+}
+
+impl Current {
+    /// The installed state, after the checks every use makes.
+    #[inline]
+    #[track_caller]
+    fn io(&self, what: &'static str) -> *mut Io {
+        let io = self.io.get();
+        if self.busy.get() || io.is_null() {
+            self.refuse(what)
         }
+        io
+    }
+
+    /// Panics for [`io`](Self::io); out of line, so the checks stay small.
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    fn refuse(&self, what: &'static str) -> ! {
+        if self.busy.get() {
+            panic!("wsched: {what} was used re-entrantly (from a `Drop` impl or a callback run by the runtime)")
+        }
+        panic!(
+            "wsched: {what} can only be used while a `#[process]` process is being stepped \
+             (inside an #[entry] or #[suspend] method, or code they call)"
+        )
     }
 }
 
@@ -214,25 +294,62 @@ impl Drop for Installed<'_> {
 ///
 /// # Panics
 /// Outside a step of a `#[process]` process, or re-entrantly.
+#[inline]
 #[track_caller]
-pub(crate) fn with<R>(what: &str, f: impl FnOnce(&mut Io) -> R) -> R {
-    CURRENT.with(|c| {
-        let mut guard = c.try_borrow_mut().unwrap_or_else(|_| {
-            panic!("wsched: {what} was used re-entrantly (from a `Drop` impl or a callback run by the runtime)")
-        });
-        match guard.as_mut() {
-            Some(io) => f(io),
-            None => panic!(
-                "wsched: {what} can only be used while a `#[process]` process is being stepped \
-                 (inside an #[entry] or #[suspend] method, or code they call)"
-            ),
-        }
-    })
+pub(crate) fn with<R>(what: &'static str, f: impl FnOnce(&mut Io) -> R) -> R {
+    // Two small thread-local accesses rather than one holding `f`: they inline, and
+    // `f` is compiled into the caller instead of into a large `LocalKey::with`.
+    let io = CURRENT.with(|c| {
+        let io = c.io(what);
+        c.busy.set(true);
+        io
+    });
+    let _busy = Busy;
+    // SAFETY: a non-null pointer was made by `install` from a `&mut Io` that its
+    // guard keeps borrowed, and the guard takes it out of the slot before the borrow
+    // ends (it cannot end during `f`: the guard is further up this thread's stack).
+    // `busy` makes this the only reference made from it until `f` returns: every
+    // reader of the slot refuses while it is set, and `install` (its only other
+    // writer) panics.
+    f(unsafe { &mut *io })
 }
 
-/// Like [`with`], but `None` outside a step instead of panicking.
-pub(crate) fn try_with<R>(f: impl FnOnce(&mut Io) -> R) -> Option<R> {
-    CURRENT.with(|c| c.try_borrow_mut().ok()?.as_deref_mut().map(f))
+/// Runs `f` on the context of the process being stepped on this thread, without
+/// cloning it (a clone is an atomic increment and decrement of a counter that all
+/// processes share). Nothing is lent out while `f` runs, so `f` may send, spawn and
+/// use `wsched::this` again, as with a clone.
+///
+/// # Panics
+/// Where [`with`] does; also when the process was not initialised.
+#[inline]
+#[track_caller]
+pub(crate) fn with_context<R>(what: &'static str, f: impl FnOnce(&Context) -> R) -> R {
+    let ctx = CURRENT.with(|c| {
+        c.io(what);
+        c.ctx.get()
+    });
+    assert!(
+        !ctx.is_null(),
+        "wsched: the process was stepped before init"
+    );
+    // SAFETY: a non-null pointer was made by `install` from a `&Context` that its
+    // guard keeps borrowed while the machine is being stepped, which outlasts this
+    // call: the step is further up this thread's stack, and a nested `install` only
+    // replaces the pointer in the slot. Nothing writes to the context meanwhile, and
+    // it is apart from the `Io` that `with` lends out mutably.
+    f(unsafe { &*ctx })
+}
+
+/// Like [`with_context`], but `None` where that panics.
+pub(crate) fn try_with_context<R>(f: impl FnOnce(&Context) -> R) -> Option<R> {
+    let ctx = CURRENT.with(|c| {
+        if c.busy.get() || c.io.get().is_null() {
+            return ptr::null();
+        }
+        c.ctx.get()
+    });
+    // SAFETY: as in `with_context`.
+    (!ctx.is_null()).then(|| f(unsafe { &*ctx }))
 }
 
 #[cfg(all(test, not(loom)))]
@@ -251,6 +368,11 @@ mod tests {
         io
     }
 
+    /// How many tags the window covers.
+    fn window(io: &Io) -> usize {
+        io.slots.len() - io.head
+    }
+
     fn value(result: Option<Result<Payload, YieldError>>) -> Option<u32> {
         result.map(|r| r.unwrap().downcast::<u32>().unwrap())
     }
@@ -266,7 +388,7 @@ mod tests {
         assert_eq!(value(io.take(Tag(3))), None);
         assert_eq!(value(io.take(Tag(1))), Some(10));
         // Tag 2 still waits, so the window keeps it (and tag 3, done, behind it).
-        assert_eq!(io.slots.len(), 2);
+        assert_eq!(window(&io), 2);
         assert!(io.deliver(completion(Tag(2), 20_u32)).is_none());
         assert_eq!(value(io.take(Tag(2))), Some(20));
         assert!(io.slots.is_empty());
@@ -308,7 +430,7 @@ mod tests {
         assert!(io.deliver(completion(Tag(2), 2_u32)).is_some());
         assert_eq!(value(io.take(Tag(1))), None);
         // Only tag 3 is left in the window.
-        assert_eq!(io.slots.len(), 1);
+        assert_eq!(window(&io), 1);
         assert!(io.deliver(completion(Tag(3), 3_u32)).is_none());
         assert_eq!(value(io.take(Tag(3))), Some(3));
         assert!(io.slots.is_empty());

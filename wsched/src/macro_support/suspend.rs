@@ -10,6 +10,7 @@
 //! to wait; results that are already there are handed out first, so nothing is lost.
 
 use std::any::{type_name, Any};
+use std::collections::VecDeque;
 use std::error::Error;
 use std::fmt;
 use std::future::Future;
@@ -36,14 +37,36 @@ fn output<T: Any>(result: Result<Payload, YieldError>) -> Result<T, YieldError> 
 
 /// `yield_cmd!(command)`: yields `command` with the next tag at once (tags follow
 /// program order) and returns the future of its completion.
+///
+/// The macro awaits the future at once, and its first poll cannot find the
+/// completion (completions arrive between steps): what that poll would do (report a
+/// pending cancel, or record the suspension point) is done here, in the same borrow
+/// of the process's state as the dispatch.
 #[track_caller]
 pub fn yield_one<C: Command>(command: C) -> YieldOne<C::Output> {
     let location = Location::caller();
-    let tag = io::with("yield_cmd!", |io| io.dispatch(command));
+    let command_name = type_name::<C>();
+    let (tag, cancelled) = io::with("yield_cmd!", |io| {
+        let tag = io.dispatch(command);
+        if io.take_cancel() {
+            // Just yielded, so not arrived: nothing to drop.
+            let _ = io.abandon(tag);
+            return (tag, true);
+        }
+        io.suspend(SuspendPoint {
+            location,
+            kind: SuspendKind::Yield {
+                command: command_name,
+                count: 1,
+            },
+        });
+        (tag, false)
+    });
     YieldOne {
         tag,
+        first_poll: Some(cancelled),
         location,
-        command: type_name::<C>(),
+        command: command_name,
         _output: PhantomData,
     }
 }
@@ -52,16 +75,26 @@ pub fn yield_one<C: Command>(command: C) -> YieldOne<C::Output> {
 #[must_use = "a yield does nothing unless awaited"]
 pub struct YieldOne<O> {
     tag: Tag,
+    /// Before the first poll: whether [`yield_one`] found a cancel.
+    first_poll: Option<bool>,
     location: &'static Location<'static>,
     command: &'static str,
     _output: PhantomData<fn() -> O>,
 }
 
+impl<O> Unpin for YieldOne<O> {}
+
 impl<O: Any> Future for YieldOne<O> {
     type Output = Result<O, YieldError>;
 
     fn poll(self: Pin<&mut Self>, _: &mut TaskCx<'_>) -> Poll<Self::Output> {
-        let (tag, location, command) = (self.tag, self.location, self.command);
+        let this = self.get_mut();
+        match this.first_poll.take() {
+            Some(true) => return Poll::Ready(Err(YieldError::Cancelled)),
+            Some(false) => return Poll::Pending,
+            None => {}
+        }
+        let (tag, location, command) = (this.tag, this.location, this.command);
         let got = io::with("yield_cmd!", |io| {
             if let Some(result) = io.take(tag) {
                 return Some(result);
@@ -370,11 +403,63 @@ pub struct Recv<F> {
 
 impl<F> Unpin for Recv<F> {}
 
-enum Received {
-    Message(Message),
-    Timer(Result<Payload, YieldError>),
-    Cancelled,
-    Wait,
+/// Takes the oldest message `F` accepts out of `mailbox`, converted.
+#[inline]
+fn take_message<F: Filter>(mailbox: &mut VecDeque<Message>) -> Option<F::Output> {
+    // The oldest message is the usual match: popping it is cheaper than a removal
+    // by index.
+    let message = if F::accepts(mailbox.front()?) {
+        mailbox.pop_front()
+    } else {
+        let i = (1..mailbox.len()).find(|&i| F::accepts(&mailbox[i]))?;
+        mailbox.remove(i)
+    };
+    // Converting only moves the value out of its box (no user code runs), so it
+    // may happen under the borrow.
+    message.map(F::convert)
+}
+
+impl<F: Filter> Recv<F> {
+    /// The rest of a poll when no message is there for this receive: the timer's
+    /// completion, a cancel, or waiting. A completion to drop (outside the borrow)
+    /// goes to `dropped`.
+    #[inline]
+    fn no_message(
+        &mut self,
+        io: &mut Io,
+        dropped: &mut Option<Result<Payload, YieldError>>,
+    ) -> Poll<Result<F::Output, RecvError>> {
+        if let Some(timer) = self.timer {
+            if let Some(result) = io.take(timer) {
+                self.timer = None;
+                return Poll::Ready(Err(match result {
+                    Ok(unit) => {
+                        *dropped = Some(Ok(unit));
+                        RecvError::Timeout
+                    }
+                    Err(e) => RecvError::Timer(e),
+                }));
+            }
+        }
+        if io.take_cancel() {
+            if let Some(timer) = self.timer.take() {
+                *dropped = io.abandon(timer);
+            }
+            return Poll::Ready(Err(RecvError::Cancelled));
+        }
+        match self.timeout {
+            Some(d) if d.is_zero() => return Poll::Ready(Err(RecvError::Timeout)),
+            Some(d) if self.timer.is_none() => self.timer = Some(io.dispatch(Sleep(d))),
+            _ => {}
+        }
+        io.suspend(SuspendPoint {
+            location: self.location,
+            kind: SuspendKind::Receive {
+                message_type: F::name(),
+            },
+        });
+        Poll::Pending
+    }
 }
 
 impl<F: Filter> Future for Recv<F> {
@@ -383,46 +468,16 @@ impl<F: Filter> Future for Recv<F> {
     fn poll(self: Pin<&mut Self>, _: &mut TaskCx<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let mut dropped = None;
-        let got = io::with("recv!", |io| {
-            if let Some(i) = io.mailbox.iter().position(F::accepts) {
-                let message = io.mailbox.remove(i).expect("index is in range");
+        let poll = io::with("recv!", |io| match take_message::<F>(&mut io.mailbox) {
+            Some(message) => {
                 if let Some(timer) = this.timer.take() {
                     dropped = io.abandon(timer);
                 }
-                return Received::Message(message);
+                Poll::Ready(Ok(message))
             }
-            if let Some(timer) = this.timer {
-                if let Some(result) = io.take(timer) {
-                    this.timer = None;
-                    return Received::Timer(result);
-                }
-            }
-            if io.take_cancel() {
-                if let Some(timer) = this.timer.take() {
-                    dropped = io.abandon(timer);
-                }
-                return Received::Cancelled;
-            }
-            match this.timeout {
-                Some(d) if d.is_zero() => return Received::Timer(Ok(Payload::unit())),
-                Some(d) if this.timer.is_none() => this.timer = Some(io.dispatch(Sleep(d))),
-                _ => {}
-            }
-            io.suspend(SuspendPoint {
-                location: this.location,
-                kind: SuspendKind::Receive {
-                    message_type: F::name(),
-                },
-            });
-            Received::Wait
+            None => this.no_message(io, &mut dropped),
         });
         drop(dropped);
-        Poll::Ready(match got {
-            Received::Message(m) => Ok(F::convert(m)),
-            Received::Timer(Ok(_)) => Err(RecvError::Timeout),
-            Received::Timer(Err(e)) => Err(RecvError::Timer(e)),
-            Received::Cancelled => Err(RecvError::Cancelled),
-            Received::Wait => return Poll::Pending,
-        })
+        poll
     }
 }
