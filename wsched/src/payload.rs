@@ -72,16 +72,24 @@ impl Payload {
                 .expect("T is Payload");
             return Ok(as_t.take().expect("slot was just filled"));
         }
+        self.take::<T>().map_err(|payload| PayloadTypeError {
+            expected: std::any::type_name::<T>(),
+            payload: Returned::new(payload),
+        })
+    }
+
+    /// Takes the value out as a `T` (not `Payload` itself), or gives the payload back
+    /// as it is: one type check, no error to build.
+    #[inline]
+    pub(crate) fn take<T: Any>(self) -> Result<T, Payload> {
         if self.is::<T>() {
-            match self.value.downcast::<T>() {
-                Ok(boxed) => Ok(*boxed),
-                Err(_) => unreachable!("type was checked"),
-            }
+            let raw = Box::into_raw(self.value).cast::<T>();
+            // SAFETY: `is` just checked that the box holds a `T`, so this is the cast
+            // `Box::<dyn Any>::downcast` makes after the same check (which would make
+            // a second virtual `type_id` call here, on every message received).
+            Ok(*unsafe { Box::from_raw(raw) })
         } else {
-            Err(PayloadTypeError {
-                expected: std::any::type_name::<T>(),
-                payload: Returned::new(self),
-            })
+            Err(self)
         }
     }
 

@@ -349,6 +349,7 @@ impl StepOutput {
     }
 
     /// Sets the status (the last call wins).
+    #[inline]
     pub fn set_status(&mut self, status: Status) {
         self.status = Some(status);
     }
@@ -364,11 +365,13 @@ impl StepOutput {
     }
 
     /// Yields `command` with `tag`.
+    #[inline]
     pub fn yield_command<C: Command>(&mut self, tag: Tag, command: C) {
         self.yields.push(Yield::new(tag, command));
     }
 
     /// Appends a ready-made yield.
+    #[inline]
     pub fn push_yield(&mut self, y: Yield) {
         self.yields.push(y);
     }
@@ -385,6 +388,7 @@ impl StepOutput {
 
     /// The yields buffer itself: the macro's machine swaps its own in for a poll, so
     /// the suspension points write their yields straight into the output.
+    #[inline]
     pub(crate) fn yields_buffer(&mut self) -> &mut Vec<Yield> {
         &mut self.yields
     }
@@ -416,6 +420,7 @@ impl StepOutput {
     /// out.clear();
     /// assert!(out.withdrawn().is_empty());
     /// ```
+    #[inline]
     pub fn withdraw(&mut self, tag: Tag) {
         self.withdrawn.push(tag);
     }
@@ -432,6 +437,7 @@ impl StepOutput {
     }
 
     /// Records where the process waits (for listings and diagnostics).
+    #[inline]
     pub fn set_suspend_point(&mut self, point: SuspendPoint) {
         self.suspended_at = Some(point);
     }

@@ -47,17 +47,17 @@ pub(crate) struct Io {
     pub(crate) entry: &'static str,
     /// The last tag handed out; tags start at 1.
     last_tag: u64,
-    /// The state of the tags `last_tag + 1 - (slots.len() - head) ..= last_tag`
-    /// (`slots[head..]`), oldest first; every older tag is [`Slot::Done`]. Tags are
-    /// handed out in sequence, so a tag's slot is found by subtracting: delivering,
-    /// taking and abandoning are O(1), where searching lists of tags made a
-    /// `yield_all!` of n commands cost O(n²).
-    slots: Vec<Slot>,
-    /// `slots[..head]` are done slots before the window, dropped in bulk when the
-    /// window empties. It does each time a suspension point completes: only the
+    /// The state of the tags `last_tag + 1 - slots.len() ..= last_tag`, oldest
+    /// first; every older tag is [`Slot::Done`]. Tags are handed out in sequence, so
+    /// a tag's slot is found by subtracting: delivering, taking and abandoning are
+    /// O(1), where searching lists of tags made a `yield_all!` of n commands cost
+    /// O(n²). Emptied (in bulk, O(1) a tag) by the first yield after no slot is
+    /// live any more, which is each time a suspension point completes: only the
     /// pending one has outstanding tags, and it consumes or abandons all of them
-    /// before it completes.
-    head: usize,
+    /// before completing.
+    slots: Vec<Slot>,
+    /// How many of `slots` are not [`Slot::Done`].
+    live: usize,
     /// Messages not received yet, in arrival order.
     pub(crate) mailbox: VecDeque<Message>,
     /// A cancel arrived and no suspension point has reported it yet.
@@ -73,8 +73,12 @@ pub(crate) struct Io {
     ///
     /// [`StepOutput::withdraw`]: crate::StepOutput::withdraw
     pub(crate) withdrawn: Vec<Tag>,
-    /// Set by the suspension point that returned `Pending` during the current poll.
-    pub(crate) suspended: Option<SuspendPoint>,
+    /// Where the entry waits: set by the suspension point that returned `Pending`
+    /// last. Kept across steps, so a pending suspension point polled again without
+    /// result only sets [`suspended`](Self::suspended).
+    pub(crate) point: Option<SuspendPoint>,
+    /// Whether a suspension point returned `Pending` during the current poll.
+    pub(crate) suspended: bool,
 }
 
 impl Io {
@@ -102,14 +106,14 @@ impl Io {
         }
     }
 
-    /// Where `tag`'s slot is in `slots`, if it is in the window (older tags are all
-    /// done).
+    /// Where `tag`'s slot is in `slots`, if it is there (older tags are all done).
     #[inline]
     fn offset(&self, tag: Tag) -> Option<usize> {
-        let len = self.slots.len() - self.head;
+        let len = self.slots.len();
+        // The tag of `slots[0]`; a `tag` below it wraps around to a huge offset.
         let base = self.last_tag + 1 - len as u64;
-        let offset = usize::try_from(tag.0.checked_sub(base)?).ok()?;
-        (offset < len).then_some(self.head + offset)
+        let offset = tag.0.wrapping_sub(base);
+        (offset < len as u64).then_some(offset as usize)
     }
 
     #[inline]
@@ -118,23 +122,21 @@ impl Io {
         self.slots.get_mut(offset)
     }
 
-    /// Moves the front of the window past the done slots.
-    #[inline]
-    fn trim(&mut self) {
-        while matches!(self.slots.get(self.head), Some(Slot::Done)) {
-            self.head += 1;
-        }
-        if self.head == self.slots.len() {
-            self.slots.clear();
-            self.head = 0;
-        }
-    }
-
     /// Yields `command` with the next tag.
     pub(crate) fn dispatch<C: Command>(&mut self, command: C) -> Tag {
+        if self.live == 0 {
+            // Every slot is done: start a new window (here rather than when the last
+            // one retired, so that taking a completion moves nothing but it).
+            self.slots.clear();
+        }
         self.last_tag += 1;
         let tag = Tag(self.last_tag);
-        self.slots.push(Slot::Waiting);
+        // Not `push`: it built the 40-byte slot on the stack before its capacity
+        // check and copied it over, a load wider than the store just made (a
+        // store-forwarding stall, most of this function's time).
+        self.slots
+            .resize_with(self.slots.len() + 1, || Slot::Waiting);
+        self.live += 1;
         self.outgoing.push(Yield::new(tag, command));
         tag
     }
@@ -148,32 +150,43 @@ impl Io {
     /// Takes the completion of `tag` if it arrived.
     #[inline]
     pub(crate) fn take(&mut self, tag: Tag) -> Option<Result<Payload, YieldError>> {
-        let slot = self.slot_mut(tag)?;
+        let offset = self.offset(tag)?;
+        let slot = &mut self.slots[offset];
         if !matches!(slot, Slot::Ready(_)) {
             return None;
         }
-        let Slot::Ready(result) = mem::replace(slot, Slot::Done) else {
-            unreachable!("checked above")
-        };
-        self.trim();
-        Some(result)
+        self.live -= 1;
+        match mem::replace(slot, Slot::Done) {
+            Slot::Ready(result) => Some(result),
+            _ => unreachable!("checked above"),
+        }
     }
 
     /// Gives up on `tag`: its completion, now or later, is ignored, and if it has not
     /// arrived the yield is withdrawn. Returns a completion that had already arrived,
     /// to be dropped outside any borrow.
     pub(crate) fn abandon(&mut self, tag: Tag) -> Option<Result<Payload, YieldError>> {
-        let previous = self
-            .slot_mut(tag)
-            .map(|slot| mem::replace(slot, Slot::Done));
-        self.trim();
+        let slot = self.offset(tag).map(|offset| &mut self.slots[offset]);
+        let previous = match slot {
+            Some(slot) if !matches!(slot, Slot::Done) => {
+                self.live -= 1;
+                mem::replace(slot, Slot::Done)
+            }
+            _ => Slot::Done,
+        };
         match previous {
-            Some(Slot::Ready(result)) => Some(result),
+            Slot::Ready(result) => Some(result),
             _ => {
                 self.withdrawn.push(tag);
                 None
             }
         }
+    }
+
+    /// Whether a cancel waits to be reported.
+    #[inline]
+    pub(crate) fn cancel_pending(&self) -> bool {
+        self.cancel_pending
     }
 
     /// Consumes a pending cancel: the suspension point asking reports it.
@@ -182,8 +195,19 @@ impl Io {
     }
 
     /// Records where the entry waits after this poll.
+    #[inline]
     pub(crate) fn suspend(&mut self, point: SuspendPoint) {
-        self.suspended = Some(point);
+        self.point = Some(point);
+        self.suspended = true;
+    }
+
+    /// Records that the entry still waits where it waited after the previous poll:
+    /// for a pending suspension point polled again, which is the one that recorded
+    /// itself last (only one is pending at a time).
+    #[inline]
+    pub(crate) fn suspend_again(&mut self) {
+        debug_assert!(self.point.is_some(), "a suspension point recorded itself");
+        self.suspended = true;
     }
 
     /// How many tags the process has handed out so far.
@@ -368,11 +392,6 @@ mod tests {
         io
     }
 
-    /// How many tags the window covers.
-    fn window(io: &Io) -> usize {
-        io.slots.len() - io.head
-    }
-
     fn value(result: Option<Result<Payload, YieldError>>) -> Option<u32> {
         result.map(|r| r.unwrap().downcast::<u32>().unwrap())
     }
@@ -387,11 +406,11 @@ mod tests {
         assert_eq!(value(io.take(Tag(3))), Some(30));
         assert_eq!(value(io.take(Tag(3))), None);
         assert_eq!(value(io.take(Tag(1))), Some(10));
-        // Tag 2 still waits, so the window keeps it (and tag 3, done, behind it).
-        assert_eq!(window(&io), 2);
+        // Tag 2 still waits.
+        assert_eq!(io.live, 1);
         assert!(io.deliver(completion(Tag(2), 20_u32)).is_none());
         assert_eq!(value(io.take(Tag(2))), Some(20));
-        assert!(io.slots.is_empty());
+        assert_eq!(io.live, 0);
         assert!(io.withdrawn.is_empty());
     }
 
@@ -429,10 +448,10 @@ mod tests {
         assert!(io.deliver(completion(Tag(1), 1_u32)).is_some());
         assert!(io.deliver(completion(Tag(2), 2_u32)).is_some());
         assert_eq!(value(io.take(Tag(1))), None);
-        // Only tag 3 is left in the window.
-        assert_eq!(window(&io), 1);
+        // Only tag 3 is left.
+        assert_eq!(io.live, 1);
         assert!(io.deliver(completion(Tag(3), 3_u32)).is_none());
         assert_eq!(value(io.take(Tag(3))), Some(3));
-        assert!(io.slots.is_empty());
+        assert_eq!(io.live, 0);
     }
 }

@@ -219,18 +219,20 @@ impl<P: Entries> Process for Machine<P> {
         Ok(())
     }
 
-    fn step(&mut self, events: Events<'_>, out: &mut StepOutput) -> Result<(), StepError> {
+    fn step(&mut self, mut events: Events<'_>, out: &mut StepOutput) -> Result<(), StepError> {
         let body = match &mut self.state {
             State::Running(body) => body,
             State::Unstarted(_) => return Err(StepError::new("stepped before init")),
             State::Finished => return Err(StepError::new("stepped after it finished")),
         };
-        for event in events {
+        // Iterated in place: moving `events` into the loop copied it from where the
+        // caller had just written it, a store-forwarding stall on every step.
+        for event in events.by_ref() {
             // A completion nobody waits for any more (a receive's timer that lost to
             // a message) comes back here and is dropped.
             drop(self.io.deliver(event));
         }
-        self.io.suspended = None;
+        self.io.suspended = false;
         // The suspension points push their yields straight into the output's buffer
         // (swapped back after the poll), not into a buffer of ours to copy from.
         mem::swap(&mut self.io.outgoing, out.yields_buffer());
@@ -254,7 +256,7 @@ impl<P: Entries> Process for Machine<P> {
                 out.set_status(Status::Done(result?));
             }
             Poll::Pending => {
-                let Some(point) = io.suspended.take() else {
+                let Some(point) = io.point.filter(|_| io.suspended) else {
                     return Err(StepError::new(format!(
                         "entry `{}` awaited a future that is not a wsched suspension point \
                          (only yield_cmd!, yield_all!, recv! and #[suspend] methods may \

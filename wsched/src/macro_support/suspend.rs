@@ -9,7 +9,7 @@
 //! A pending cancel is reported by the first suspension point that would otherwise have
 //! to wait; results that are already there are handed out first, so nothing is lost.
 
-use std::any::{type_name, Any};
+use std::any::{type_name, Any, TypeId};
 use std::collections::VecDeque;
 use std::error::Error;
 use std::fmt;
@@ -65,8 +65,6 @@ pub fn yield_one<C: Command>(command: C) -> YieldOne<C::Output> {
     YieldOne {
         tag,
         first_poll: Some(cancelled),
-        location,
-        command: command_name,
         _output: PhantomData,
     }
 }
@@ -77,8 +75,6 @@ pub struct YieldOne<O> {
     tag: Tag,
     /// Before the first poll: whether [`yield_one`] found a cancel.
     first_poll: Option<bool>,
-    location: &'static Location<'static>,
-    command: &'static str,
     _output: PhantomData<fn() -> O>,
 }
 
@@ -87,14 +83,23 @@ impl<O> Unpin for YieldOne<O> {}
 impl<O: Any> Future for YieldOne<O> {
     type Output = Result<O, YieldError>;
 
+    // The first poll is a flag check: inlined into the entry's coroutine.
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, _: &mut TaskCx<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         match this.first_poll.take() {
-            Some(true) => return Poll::Ready(Err(YieldError::Cancelled)),
-            Some(false) => return Poll::Pending,
-            None => {}
+            Some(true) => Poll::Ready(Err(YieldError::Cancelled)),
+            Some(false) => Poll::Pending,
+            None => this.poll_again(),
         }
-        let (tag, location, command) = (this.tag, this.location, this.command);
+    }
+}
+
+impl<O: Any> YieldOne<O> {
+    /// A poll in a later step: the completion may be there.
+    #[inline]
+    fn poll_again(&mut self) -> Poll<Result<O, YieldError>> {
+        let tag = self.tag;
         let got = io::with("yield_cmd!", |io| {
             if let Some(result) = io.take(tag) {
                 return Some(result);
@@ -104,10 +109,7 @@ impl<O: Any> Future for YieldOne<O> {
                 let _ = io.abandon(tag);
                 return Some(Err(YieldError::Cancelled));
             }
-            io.suspend(SuspendPoint {
-                location,
-                kind: SuspendKind::Yield { command, count: 1 },
-            });
+            io.suspend_again();
             None
         });
         match got {
@@ -342,6 +344,17 @@ pub trait Filter {
     fn accepts(message: &Message) -> bool;
     #[doc(hidden)]
     fn convert(message: Message) -> Self::Output;
+    /// [`convert`](Self::convert) if it [`accepts`](Self::accepts) the message,
+    /// else the message back.
+    #[doc(hidden)]
+    #[inline]
+    fn try_convert(message: Message) -> Result<Self::Output, Message> {
+        if Self::accepts(&message) {
+            Ok(Self::convert(message))
+        } else {
+            Err(message)
+        }
+    }
     #[doc(hidden)]
     fn name() -> Option<&'static str>;
 }
@@ -376,6 +389,17 @@ impl<T: Any> Filter for Typed<T> {
             Err(_) => unreachable!("the filter checked the type"),
         }
     }
+    // One type check instead of two (`accepts`, then `convert`).
+    #[inline]
+    fn try_convert(message: Message) -> Result<T, Message> {
+        let Message { from, payload } = message;
+        if TypeId::of::<T>() == TypeId::of::<Payload>() {
+            return Ok(Self::convert(Message { from, payload }));
+        }
+        payload
+            .take::<T>()
+            .map_err(|payload| Message { from, payload })
+    }
     fn name() -> Option<&'static str> {
         Some(type_name::<T>())
     }
@@ -407,16 +431,14 @@ impl<F> Unpin for Recv<F> {}
 #[inline]
 fn take_message<F: Filter>(mailbox: &mut VecDeque<Message>) -> Option<F::Output> {
     // The oldest message is the usual match: popping it is cheaper than a removal
-    // by index.
-    let message = if F::accepts(mailbox.front()?) {
-        mailbox.pop_front()
-    } else {
-        let i = (1..mailbox.len()).find(|&i| F::accepts(&mailbox[i]))?;
-        mailbox.remove(i)
-    };
-    // Converting only moves the value out of its box (no user code runs), so it
-    // may happen under the borrow.
-    message.map(F::convert)
+    // by index, and converting it checks its type once. Converting only moves the
+    // value out of its box (no user code runs), so it may happen under the borrow.
+    match F::try_convert(mailbox.pop_front()?) {
+        Ok(value) => return Some(value),
+        Err(first) => mailbox.push_front(first),
+    }
+    let i = (1..mailbox.len()).find(|&i| F::accepts(&mailbox[i]))?;
+    mailbox.remove(i).map(F::convert)
 }
 
 impl<F: Filter> Recv<F> {
@@ -462,22 +484,64 @@ impl<F: Filter> Recv<F> {
     }
 }
 
+/// What the common cases of a receive's poll come to: small, so that it comes back
+/// in registers (building the whole poll result in a temporary and copying it
+/// stalled on store forwarding, the hottest instruction of a message round trip).
+enum Quick<T> {
+    Message(T),
+    Pending,
+    /// A timer, a cancel or a timeout is involved: the full poll decides.
+    Other,
+}
+
+impl<F: Filter> Recv<F> {
+    /// The full poll, for the cases [`Quick`] leaves out.
+    #[inline(never)]
+    fn poll_slow(&mut self) -> Poll<Result<F::Output, RecvError>> {
+        let mut dropped = None;
+        let poll = io::with("recv!", |io| match take_message::<F>(&mut io.mailbox) {
+            Some(message) => {
+                if let Some(timer) = self.timer.take() {
+                    dropped = io.abandon(timer);
+                }
+                Poll::Ready(Ok(message))
+            }
+            None => self.no_message(io, &mut dropped),
+        });
+        drop(dropped);
+        poll
+    }
+}
+
 impl<F: Filter> Future for Recv<F> {
     type Output = Result<F::Output, RecvError>;
 
     fn poll(self: Pin<&mut Self>, _: &mut TaskCx<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        let mut dropped = None;
-        let poll = io::with("recv!", |io| match take_message::<F>(&mut io.mailbox) {
-            Some(message) => {
-                if let Some(timer) = this.timer.take() {
-                    dropped = io.abandon(timer);
-                }
-                Poll::Ready(Ok(message))
+        // Without a timer: a message is taken as `poll_slow` would; with none there,
+        // no cancel and no timeout, the receive waits, as `poll_slow` would decide.
+        let quick = io::with("recv!", |io| {
+            if this.timer.is_some() {
+                return Quick::Other;
             }
-            None => this.no_message(io, &mut dropped),
+            if let Some(message) = take_message::<F>(&mut io.mailbox) {
+                return Quick::Message(message);
+            }
+            if this.timeout.is_some() || io.cancel_pending() {
+                return Quick::Other;
+            }
+            io.suspend(SuspendPoint {
+                location: this.location,
+                kind: SuspendKind::Receive {
+                    message_type: F::name(),
+                },
+            });
+            Quick::Pending
         });
-        drop(dropped);
-        poll
+        match quick {
+            Quick::Message(message) => Poll::Ready(Ok(message)),
+            Quick::Pending => Poll::Pending,
+            Quick::Other => this.poll_slow(),
+        }
     }
 }
