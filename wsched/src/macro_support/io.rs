@@ -126,16 +126,21 @@ impl Io {
     pub(crate) fn dispatch<C: Command>(&mut self, command: C) -> Tag {
         if self.live == 0 {
             // Every slot is done: start a new window (here rather than when the last
-            // one retired, so that taking a completion moves nothing but it).
-            self.slots.clear();
+            // one retired, so that taking a completion moves nothing but it). One
+            // slot is the usual case: popped, not dropped through a slice.
+            if self.slots.len() == 1 {
+                self.slots.pop();
+            } else {
+                self.slots.clear();
+            }
         }
         self.last_tag += 1;
         let tag = Tag(self.last_tag);
         // Not `push`: it built the 40-byte slot on the stack before its capacity
         // check and copied it over, a load wider than the store just made (a
-        // store-forwarding stall, most of this function's time).
-        self.slots
-            .resize_with(self.slots.len() + 1, || Slot::Waiting);
+        // store-forwarding stall, most of this function's time). `extend` reserves
+        // first and writes the slot in place.
+        self.slots.extend(std::iter::once(Slot::Waiting));
         self.live += 1;
         self.outgoing.push(Yield::new(tag, command));
         tag

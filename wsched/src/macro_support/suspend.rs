@@ -26,6 +26,7 @@ use crate::error::YieldError;
 use crate::payload::Payload;
 use crate::process::{Message, SuspendKind, SuspendPoint, Tag};
 
+#[inline]
 fn output<T: Any>(result: Result<Payload, YieldError>) -> Result<T, YieldError> {
     result?
         .downcast::<T>()
@@ -430,6 +431,15 @@ impl<F> Unpin for Recv<F> {}
 /// Takes the oldest message `F` accepts out of `mailbox`, converted.
 #[inline]
 fn take_message<F: Filter>(mailbox: &mut VecDeque<Message>) -> Option<F::Output> {
+    // A receive that is about to wait finds the mailbox empty: no call for that.
+    if mailbox.is_empty() {
+        None
+    } else {
+        find_message::<F>(mailbox)
+    }
+}
+
+fn find_message<F: Filter>(mailbox: &mut VecDeque<Message>) -> Option<F::Output> {
     // The oldest message is the usual match: popping it is cheaper than a removal
     // by index, and converting it checks its type once. Converting only moves the
     // value out of its box (no user code runs), so it may happen under the borrow.
