@@ -407,6 +407,7 @@ impl<T: Any> Filter for Typed<T> {
 }
 
 /// `recv!()`, `recv!(T)` and their `timeout = …` forms.
+#[inline]
 #[track_caller]
 pub fn recv<F: Filter>(timeout: Option<Duration>) -> Recv<F> {
     Recv {
@@ -526,6 +527,7 @@ impl<F: Filter> Recv<F> {
 impl<F: Filter> Future for Recv<F> {
     type Output = Result<F::Output, RecvError>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, _: &mut TaskCx<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         // Without a timer: a message is taken as `poll_slow` would; with none there,

@@ -66,6 +66,7 @@ pub fn try_context() -> Option<Context> {
 ///
 /// # Panics
 /// Outside a step of a `#[process]` process.
+#[inline]
 #[track_caller]
 pub fn pid() -> Pid {
     io::with_context("wsched::this::context()", Context::pid)
@@ -98,6 +99,7 @@ pub fn is_cancelled() -> bool {
 ///
 /// # Panics
 /// Outside a step of a `#[process]` process.
+#[inline]
 #[track_caller]
 pub fn send<T: Any + Send>(to: Pid, message: T) -> Result<(), SendError> {
     io::with_context("wsched::this::context()", |ctx| ctx.send(to, message))
