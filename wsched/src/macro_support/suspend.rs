@@ -2,9 +2,10 @@
 //! `recv!` await inside entries.
 //!
 //! Each one, when it cannot complete, records a [`SuspendPoint`] in the process's
-//! [`Io`](super::io::Io) and returns `Pending`; the machine's `step` reads it to set the
-//! status. A `Pending` without a recorded suspension point means the entry awaited
-//! something else, which the step reports as an error.
+//! [`Io`](super::io::Io) (or, polled again, says it still waits there) and returns
+//! `Pending`; the machine's `step` reads it to set the status. A `Pending` without a
+//! recorded suspension point means the entry awaited something else, which the step
+//! reports as an error.
 //!
 //! A pending cancel is reported by the first suspension point that would otherwise have
 //! to wait; results that are already there are handed out first, so nothing is lost.
