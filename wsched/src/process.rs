@@ -386,8 +386,8 @@ impl StepOutput {
         self.yields.drain(..)
     }
 
-    /// The yields buffer itself: the macro's machine swaps its own in for a poll, so
-    /// the suspension points write their yields straight into the output.
+    /// The yields buffer itself: the macro's machine hands over the yields of a step
+    /// by swapping buffers, not one by one.
     #[inline]
     pub(crate) fn yields_buffer(&mut self) -> &mut Vec<Yield> {
         &mut self.yields

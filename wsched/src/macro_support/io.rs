@@ -64,8 +64,8 @@ pub(crate) struct Io {
     cancel_pending: bool,
     /// A cancel arrived at some point (sticky).
     pub(crate) cancelled: bool,
-    /// Where the suspension points write their yields: during a poll, the step
-    /// output's buffer (swapped in); otherwise an empty buffer.
+    /// Yields written during the current poll, handed to the step's output after it
+    /// (by swapping buffers).
     pub(crate) outgoing: Vec<Yield>,
     /// Tags abandoned during the current poll before their completion arrived, moved
     /// to the step's output after it ([`StepOutput::withdraw`]), so the runtime

@@ -233,9 +233,6 @@ impl<P: Entries> Process for Machine<P> {
             drop(self.io.deliver(event));
         }
         self.io.suspended = false;
-        // The suspension points push their yields straight into the output's buffer
-        // (swapped back after the poll), not into a buffer of ours to copy from.
-        mem::swap(&mut self.io.outgoing, out.yields_buffer());
         let poll = {
             let _installed = io::install(&mut self.io, self.ctx.as_ref());
             body.future
@@ -243,7 +240,16 @@ impl<P: Entries> Process for Machine<P> {
                 .poll(&mut TaskCx::from_waker(Waker::noop()))
         };
         let io = &mut self.io;
-        mem::swap(&mut io.outgoing, out.yields_buffer());
+        // The yields go out by swapping buffers with the (cleared) output, not one by
+        // one; the output's empty buffer collects the next step's yields.
+        if !io.outgoing.is_empty() {
+            let yields = out.yields_buffer();
+            if yields.is_empty() {
+                mem::swap(yields, &mut io.outgoing);
+            } else {
+                yields.append(&mut io.outgoing);
+            }
+        }
         // Most steps withdraw nothing: skip the drain then.
         if !io.withdrawn.is_empty() {
             for tag in io.withdrawn.drain(..) {
