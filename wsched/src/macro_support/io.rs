@@ -124,23 +124,24 @@ impl Io {
 
     /// Yields `command` with the next tag.
     pub(crate) fn dispatch<C: Command>(&mut self, command: C) -> Tag {
-        if self.live == 0 {
-            // Every slot is done: start a new window (here rather than when the last
-            // one retired, so that taking a completion moves nothing but it). One
-            // slot is the usual case: popped, not dropped through a slice.
-            if self.slots.len() == 1 {
-                self.slots.pop();
-            } else {
-                self.slots.clear();
-            }
-        }
         self.last_tag += 1;
         let tag = Tag(self.last_tag);
-        // Not `push`: it built the 40-byte slot on the stack before its capacity
-        // check and copied it over, a load wider than the store just made (a
-        // store-forwarding stall, most of this function's time). `extend` reserves
-        // first and writes the slot in place.
-        self.slots.extend(std::iter::once(Slot::Waiting));
+        if self.live == 0 && self.slots.len() == 1 {
+            // The usual case, one yield at a time: its done slot is reused (now the
+            // slot of this tag, since the window ends at the last tag).
+            self.slots[0] = Slot::Waiting;
+        } else {
+            if self.live == 0 {
+                // Every slot is done: start a new window (here rather than when the
+                // last one retired, so that taking a completion moves nothing but it).
+                self.slots.clear();
+            }
+            // Not `push`: it built the 40-byte slot on the stack before its capacity
+            // check and copied it over, a load wider than the store just made (a
+            // store-forwarding stall, most of this function's time). `extend`
+            // reserves first and writes the slot in place.
+            self.slots.extend(std::iter::once(Slot::Waiting));
+        }
         self.live += 1;
         self.outgoing.push(Yield::new(tag, command));
         tag
