@@ -324,7 +324,7 @@ impl Current {
 ///
 /// # Panics
 /// Outside a step of a `#[process]` process, or re-entrantly.
-#[inline]
+#[inline(always)]
 #[track_caller]
 pub(crate) fn with<R>(what: &'static str, f: impl FnOnce(&mut Io) -> R) -> R {
     // Two small thread-local accesses rather than one holding `f`: they inline, and
