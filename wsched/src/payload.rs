@@ -150,11 +150,18 @@ impl Payload {
                 .expect("T is Payload");
             return Ok(as_t.take().expect("slot was just filled"));
         }
+        self.take::<T>().map_err(|payload| PayloadTypeError {
+            expected: std::any::type_name::<T>(),
+            payload: Returned::new(payload),
+        })
+    }
+
+    /// Takes the value out as a `T` (not `Payload` itself), or gives the payload back
+    /// as it is: one type check, no error to build.
+    #[inline]
+    pub(crate) fn take<T: Any>(self) -> Result<T, Payload> {
         if !self.is::<T>() {
-            return Err(PayloadTypeError {
-                expected: std::any::type_name::<T>(),
-                payload: Returned::new(self),
-            });
+            return Err(self);
         }
         // The value moves out: the payload's own drop must not run.
         let this = std::mem::ManuallyDrop::new(self);

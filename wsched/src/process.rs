@@ -244,7 +244,7 @@ impl fmt::Debug for Yield {
 /// Where a suspended process waits: the source location of the suspension point and
 /// what it waits for. Shown in [`Scheduler::processes`](crate::Scheduler::processes)
 /// and in the [`testing`](crate::testing) harness's messages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Eq)]
 pub struct SuspendPoint {
     /// The source location (for the macro: the `yield_cmd!` / `recv!` call).
     pub location: &'static Location<'static>,
@@ -253,7 +253,7 @@ pub struct SuspendPoint {
 }
 
 /// What a suspended process waits for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Eq)]
 #[non_exhaustive]
 pub enum SuspendKind {
     /// The completion of yielded commands; `command` names the (first) command type
@@ -269,6 +269,46 @@ pub enum SuspendKind {
         /// The awaited message type, if the receive is typed.
         message_type: Option<&'static str>,
     },
+}
+
+// Equality as derived, but `&'static` pointers that are equal settle it first: the
+// runtime compares every step's point with the previous one, and a process that
+// waits at the same call site again hands in the same pointers, so it need not
+// compare file and type names byte by byte.
+impl PartialEq for SuspendPoint {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        (std::ptr::eq(self.location, other.location) || self.location == other.location)
+            && self.kind == other.kind
+    }
+}
+
+impl PartialEq for SuspendKind {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        fn same(a: &str, b: &str) -> bool {
+            std::ptr::eq(a, b) || a == b
+        }
+        match (self, other) {
+            (
+                Self::Yield { command, count },
+                Self::Yield {
+                    command: other_command,
+                    count: other_count,
+                },
+            ) => count == other_count && same(command, other_command),
+            (
+                Self::Receive { message_type },
+                Self::Receive {
+                    message_type: other_type,
+                },
+            ) => match (message_type, other_type) {
+                (Some(a), Some(b)) => same(a, b),
+                (a, b) => a.is_none() && b.is_none(),
+            },
+            _ => false,
+        }
+    }
 }
 
 impl fmt::Display for SuspendPoint {
@@ -313,6 +353,7 @@ impl StepOutput {
     }
 
     /// Sets the status (the last call wins).
+    #[inline]
     pub fn set_status(&mut self, status: Status) {
         self.status = Some(status);
     }
@@ -328,11 +369,13 @@ impl StepOutput {
     }
 
     /// Yields `command` with `tag`.
+    #[inline]
     pub fn yield_command<C: Command>(&mut self, tag: Tag, command: C) {
         self.yields.push(Yield::new(tag, command));
     }
 
     /// Appends a ready-made yield.
+    #[inline]
     pub fn push_yield(&mut self, y: Yield) {
         self.yields.push(y);
     }
@@ -345,6 +388,13 @@ impl StepOutput {
     /// Removes and returns the yields, in order (the buffer keeps its capacity).
     pub fn drain_yields(&mut self) -> std::vec::Drain<'_, Yield> {
         self.yields.drain(..)
+    }
+
+    /// The yields buffer itself: the macro's machine hands over the yields of a step
+    /// by swapping buffers, not one by one.
+    #[inline]
+    pub(crate) fn yields_buffer(&mut self) -> &mut Vec<Yield> {
+        &mut self.yields
     }
 
     /// Gives up on the completion of the earlier yield tagged `tag`.
@@ -374,6 +424,7 @@ impl StepOutput {
     /// out.clear();
     /// assert!(out.withdrawn().is_empty());
     /// ```
+    #[inline]
     pub fn withdraw(&mut self, tag: Tag) {
         self.withdrawn.push(tag);
     }
@@ -390,6 +441,7 @@ impl StepOutput {
     }
 
     /// Records where the process waits (for listings and diagnostics).
+    #[inline]
     pub fn set_suspend_point(&mut self, point: SuspendPoint) {
         self.suspended_at = Some(point);
     }
@@ -454,4 +506,45 @@ pub(crate) fn init_process(
     };
     let _ = catch_unwind(AssertUnwindSafe(|| process.close()));
     Err(error)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suspend_points_compare_by_value_whatever_the_pointers() {
+        let here = Location::caller();
+        let receive = |name: &'static str| SuspendPoint {
+            location: here,
+            kind: SuspendKind::Receive {
+                message_type: Some(name),
+            },
+        };
+        // The same text at two addresses.
+        let owned: &'static str = Box::leak(String::from("u32").into_boxed_str());
+        assert_eq!(receive("u32"), receive(owned));
+        assert_ne!(receive("u32"), receive("u64"));
+        let copy: &'static Location<'static> = Box::leak(Box::new(*here));
+        assert_eq!(
+            SuspendPoint {
+                location: copy,
+                ..receive("u32")
+            },
+            receive("u32")
+        );
+        let yield_of = |command, count| SuspendPoint {
+            location: here,
+            kind: SuspendKind::Yield { command, count },
+        };
+        assert_eq!(yield_of("Nop", 2), yield_of("Nop", 2));
+        assert_ne!(yield_of("Nop", 2), yield_of("Nop", 3));
+        assert_ne!(yield_of("Nop", 1), receive("Nop"));
+        let untyped = SuspendPoint {
+            location: here,
+            kind: SuspendKind::Receive { message_type: None },
+        };
+        assert_ne!(untyped, receive("u32"));
+        assert_eq!(untyped, untyped);
+    }
 }

@@ -4,22 +4,25 @@
 //! # How the futures reach it
 //!
 //! The state ([`Io`]) is owned by the machine, not shared: no `Arc`, no lock. For the
-//! duration of one poll, `step` *moves* it into a thread-local slot ([`install`]) and
-//! moves it back afterwards (also when the poll unwinds). It lives in a `Box`, so the
-//! move is a pointer, not the whole state (profiling showed memcpys of the unboxed
-//! state costing 15 % of a message round trip). The futures created and
-//! polled by the entry body during that poll reach it through [`with`], which borrows
-//! the slot through a `RefCell`: a re-entrant access (say, a `Drop` impl that calls
-//! `wsched::this::pid()` while the runtime holds the borrow) panics with a clear message
-//! instead of aliasing. There is no `unsafe` code here at all.
+//! duration of one poll, `step` lends it, and the process's [`Context`], to a
+//! thread-local slot ([`install`]) as pointers, and takes them back afterwards (also
+//! when the poll unwinds). Nothing moves: the slot is three `Cell`s, so installing
+//! costs a few stores (it used to move a boxed state through a `RefCell<Option<_>>`).
+//! The futures created and polled by the entry body during that poll reach the state
+//! through [`with`], which lends it out under a busy flag: a re-entrant access (say,
+//! a `Drop` impl that calls `wsched::this::pid()` while the runtime holds the state)
+//! panics with a clear message instead of aliasing. `wsched::this` reaches the
+//! context through [`with_context`] by reference, without cloning it.
 //!
 //! Consequences: the future stays `Send` (it holds no reference to the state), and the
 //! suspension points work only while their own process is being stepped, which is the
 //! only time the generated code polls them.
 
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::collections::VecDeque;
+use std::marker::PhantomData;
 use std::mem;
+use std::ptr;
 
 use crate::command::Command;
 use crate::context::Context;
@@ -27,26 +30,42 @@ use crate::error::YieldError;
 use crate::payload::Payload;
 use crate::process::{Event, Message, SuspendPoint, Tag, Yield};
 
+/// Where one yielded tag stands.
+enum Slot {
+    /// Yielded; its completion has not arrived.
+    Waiting,
+    /// Its completion arrived and was not consumed yet.
+    Ready(Result<Payload, YieldError>),
+    /// Consumed or abandoned: completions for it (late timers of a receive that got
+    /// its message, yields given up on cancel, duplicates) are ignored.
+    Done,
+}
+
 /// Everything an entry's suspension points read and write.
 #[derive(Default)]
 pub(crate) struct Io {
-    pub(crate) ctx: Option<Context>,
     pub(crate) entry: &'static str,
     /// The last tag handed out; tags start at 1.
     last_tag: u64,
-    /// Tags yielded and neither consumed nor abandoned: completions for other tags
-    /// (late timers of a receive that got its message, yields given up on cancel) are
-    /// ignored.
-    waiting: Vec<Tag>,
-    /// Completions that arrived and were not consumed yet.
-    ready: Vec<(Tag, Result<Payload, YieldError>)>,
+    /// The state of the tags `last_tag + 1 - slots.len() ..= last_tag`, oldest
+    /// first; every older tag is [`Slot::Done`]. Tags are handed out in sequence, so
+    /// a tag's slot is found by subtracting: delivering, taking and abandoning are
+    /// O(1), where searching lists of tags made a `yield_all!` of n commands cost
+    /// O(n²). Emptied (in bulk, O(1) a tag) by the first yield after no slot is
+    /// live any more, which is each time a suspension point completes: only the
+    /// pending one has outstanding tags, and it consumes or abandons all of them
+    /// before completing.
+    slots: Vec<Slot>,
+    /// How many of `slots` are not [`Slot::Done`].
+    live: usize,
     /// Messages not received yet, in arrival order.
     pub(crate) mailbox: VecDeque<Message>,
     /// A cancel arrived and no suspension point has reported it yet.
     cancel_pending: bool,
     /// A cancel arrived at some point (sticky).
     pub(crate) cancelled: bool,
-    /// Yields written during the current poll, moved to the step's output after it.
+    /// Yields written during the current poll, handed to the step's output after it
+    /// (by swapping buffers).
     pub(crate) outgoing: Vec<Yield>,
     /// Tags abandoned during the current poll before their completion arrived, moved
     /// to the step's output after it ([`StepOutput::withdraw`]), so the runtime
@@ -54,23 +73,27 @@ pub(crate) struct Io {
     ///
     /// [`StepOutput::withdraw`]: crate::StepOutput::withdraw
     pub(crate) withdrawn: Vec<Tag>,
-    /// Set by the suspension point that returned `Pending` during the current poll.
-    pub(crate) suspended: Option<SuspendPoint>,
+    /// Where the entry waits: set by the suspension point that returned `Pending`
+    /// last. Kept across steps, so a pending suspension point polled again without
+    /// result only sets [`suspended`](Self::suspended).
+    pub(crate) point: Option<SuspendPoint>,
+    /// Whether a suspension point returned `Pending` during the current poll.
+    pub(crate) suspended: bool,
 }
 
 impl Io {
     /// Takes in one event of a step. Returns what must be dropped outside any borrow
     /// (a late completion nobody waits for).
+    #[inline]
     pub(crate) fn deliver(&mut self, event: Event) -> Option<Payload> {
         match event {
-            Event::Completion(c) => {
-                if self.waiting.contains(&c.tag) && !self.ready.iter().any(|(t, _)| *t == c.tag) {
-                    self.ready.push((c.tag, c.result));
+            Event::Completion(c) => match self.slot_mut(c.tag) {
+                Some(slot @ Slot::Waiting) => {
+                    *slot = Slot::Ready(c.result);
                     None
-                } else {
-                    c.result.ok()
                 }
-            }
+                _ => c.result.ok(),
+            },
             Event::Message(m) => {
                 self.mailbox.push_back(m);
                 None
@@ -83,34 +106,93 @@ impl Io {
         }
     }
 
+    /// Where `tag`'s slot is in `slots`, if it is there (older tags are all done).
+    #[inline]
+    fn offset(&self, tag: Tag) -> Option<usize> {
+        let len = self.slots.len();
+        // The tag of `slots[0]`; a `tag` below it wraps around to a huge offset.
+        let base = self.last_tag + 1 - len as u64;
+        let offset = tag.0.wrapping_sub(base);
+        (offset < len as u64).then_some(offset as usize)
+    }
+
+    #[inline]
+    fn slot_mut(&mut self, tag: Tag) -> Option<&mut Slot> {
+        let offset = self.offset(tag)?;
+        self.slots.get_mut(offset)
+    }
+
     /// Yields `command` with the next tag.
     pub(crate) fn dispatch<C: Command>(&mut self, command: C) -> Tag {
         self.last_tag += 1;
         let tag = Tag(self.last_tag);
-        self.waiting.push(tag);
+        if self.live == 0 && self.slots.len() == 1 {
+            // The usual case, one yield at a time: its done slot is reused (now the
+            // slot of this tag, since the window ends at the last tag).
+            self.slots[0] = Slot::Waiting;
+        } else {
+            if self.live == 0 {
+                // Every slot is done: start a new window (here rather than when the
+                // last one retired, so that taking a completion moves nothing but it).
+                self.slots.clear();
+            }
+            // Not `push`: it built the 40-byte slot on the stack before its capacity
+            // check and copied it over, a load wider than the store just made (a
+            // store-forwarding stall, most of this function's time). `extend`
+            // reserves first and writes the slot in place.
+            self.slots.extend(std::iter::once(Slot::Waiting));
+        }
+        self.live += 1;
         self.outgoing.push(Yield::new(tag, command));
         tag
     }
 
+    /// Whether the completion of `tag` arrived and was not consumed yet.
+    pub(crate) fn is_ready(&self, tag: Tag) -> bool {
+        let slot = self.offset(tag).map(|offset| &self.slots[offset]);
+        matches!(slot, Some(Slot::Ready(_)))
+    }
+
     /// Takes the completion of `tag` if it arrived.
+    #[inline]
     pub(crate) fn take(&mut self, tag: Tag) -> Option<Result<Payload, YieldError>> {
-        let i = self.ready.iter().position(|(t, _)| *t == tag)?;
-        self.waiting.retain(|t| *t != tag);
-        Some(self.ready.swap_remove(i).1)
+        let offset = self.offset(tag)?;
+        let slot = &mut self.slots[offset];
+        if !matches!(slot, Slot::Ready(_)) {
+            return None;
+        }
+        self.live -= 1;
+        match mem::replace(slot, Slot::Done) {
+            Slot::Ready(result) => Some(result),
+            _ => unreachable!("checked above"),
+        }
     }
 
     /// Gives up on `tag`: its completion, now or later, is ignored, and if it has not
     /// arrived the yield is withdrawn. Returns a completion that had already arrived,
     /// to be dropped outside any borrow.
     pub(crate) fn abandon(&mut self, tag: Tag) -> Option<Result<Payload, YieldError>> {
-        self.waiting.retain(|t| *t != tag);
-        match self.ready.iter().position(|(t, _)| *t == tag) {
-            Some(i) => Some(self.ready.swap_remove(i).1),
-            None => {
+        let slot = self.offset(tag).map(|offset| &mut self.slots[offset]);
+        let previous = match slot {
+            Some(slot) if !matches!(slot, Slot::Done) => {
+                self.live -= 1;
+                mem::replace(slot, Slot::Done)
+            }
+            _ => Slot::Done,
+        };
+        match previous {
+            Slot::Ready(result) => Some(result),
+            _ => {
                 self.withdrawn.push(tag);
                 None
             }
         }
+    }
+
+    /// Whether a cancel waits to be reported.
+    #[inline]
+    pub(crate) fn cancel_pending(&self) -> bool {
+        self.cancel_pending
     }
 
     /// Consumes a pending cancel: the suspension point asking reports it.
@@ -119,8 +201,19 @@ impl Io {
     }
 
     /// Records where the entry waits after this poll.
+    #[inline]
     pub(crate) fn suspend(&mut self, point: SuspendPoint) {
-        self.suspended = Some(point);
+        self.point = Some(point);
+        self.suspended = true;
+    }
+
+    /// Records that the entry still waits where it waited after the previous poll:
+    /// for a pending suspension point polled again, which is the one that recorded
+    /// itself last (only one is pending at a time).
+    #[inline]
+    pub(crate) fn suspend_again(&mut self) {
+        debug_assert!(self.point.is_some(), "a suspension point recorded itself");
+        self.suspended = true;
     }
 
     /// How many tags the process has handed out so far.
@@ -129,40 +222,101 @@ impl Io {
     }
 }
 
+/// What is installed on this thread: pointers into the machine being stepped.
+struct Current {
+    /// Its state, or null outside a poll.
+    io: Cell<*mut Io>,
+    /// Its context, or null outside a poll (and before `init`).
+    ctx: Cell<*const Context>,
+    /// Set while [`with`] lends the state out: a re-entrant use is refused.
+    busy: Cell<bool>,
+}
+
 thread_local! {
-    static CURRENT: RefCell<Option<Box<Io>>> = const { RefCell::new(None) };
+    // Plain `Cell`s without a destructor: an access is a TLS offset, with no lazy
+    // initialisation or destructor-registration check.
+    static CURRENT: Current = const {
+        Current {
+            io: Cell::new(ptr::null_mut()),
+            ctx: Cell::new(ptr::null()),
+            busy: Cell::new(false),
+        }
+    };
 }
 
-/// Moves the state out of `slot` into the thread-local slot until the guard drops
-/// (which moves it back, also on unwinding). Nests: the previous occupant is restored
-/// afterwards.
-pub(crate) fn install(slot: &mut Option<Box<Io>>) -> Installed<'_> {
-    let io = slot
-        .take()
-        .expect("wsched: the process state is installed already");
-    let previous = CURRENT.with(|c| {
-        c.try_borrow_mut()
-            .expect("wsched: a process was stepped from inside a suspension point")
-            .replace(io)
-    });
-    Installed { slot, previous }
+/// Lends `io` and `ctx` to the thread-local slot until the guard drops (also on
+/// unwinding). Nests: the previous occupant is restored afterwards.
+///
+/// # Panics
+/// From inside [`with`] (a process stepped from inside a suspension point).
+#[inline]
+pub(crate) fn install<'a>(io: &'a mut Io, ctx: Option<&'a Context>) -> Installed<'a> {
+    let ctx = ctx.map_or(ptr::null(), ptr::from_ref);
+    CURRENT.with(|c| {
+        assert!(
+            !c.busy.get(),
+            "wsched: a process was stepped from inside a suspension point"
+        );
+        Installed {
+            previous_io: c.io.replace(io),
+            previous_ctx: c.ctx.replace(ctx),
+            _lent: PhantomData,
+        }
+    })
 }
 
-/// Puts the state back where it came from when dropped.
+/// Takes the lent state back when dropped.
 pub(crate) struct Installed<'a> {
-    slot: &'a mut Option<Box<Io>>,
-    previous: Option<Box<Io>>,
+    previous_io: *mut Io,
+    previous_ctx: *const Context,
+    /// The borrows the pointers in the slot stand for.
+    _lent: PhantomData<(&'a mut Io, &'a Context)>,
 }
 
 impl Drop for Installed<'_> {
+    #[inline]
     fn drop(&mut self) {
-        let io = CURRENT.with(|c| match c.try_borrow_mut() {
-            Ok(mut cur) => mem::replace(&mut *cur, self.previous.take()),
-            Err(_) => None,
+        CURRENT.with(|c| {
+            c.io.set(self.previous_io);
+            c.ctx.set(self.previous_ctx);
         });
-        if io.is_some() {
-            *self.slot = io;
+    }
+}
+
+/// Clears [`Current::busy`] when dropped (also when the closure lent to unwinds).
+struct Busy;
+
+impl Drop for Busy {
+    #[inline]
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.busy.set(false));
+    }
+}
+
+impl Current {
+    /// The installed state, after the checks every use makes.
+    #[inline]
+    #[track_caller]
+    fn io(&self, what: &'static str) -> *mut Io {
+        let io = self.io.get();
+        if self.busy.get() || io.is_null() {
+            self.refuse(what)
         }
+        io
+    }
+
+    /// Panics for [`io`](Self::io); out of line, so the checks stay small.
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    fn refuse(&self, what: &'static str) -> ! {
+        if self.busy.get() {
+            panic!("wsched: {what} was used re-entrantly (from a `Drop` impl or a callback run by the runtime)")
+        }
+        panic!(
+            "wsched: {what} can only be used while a `#[process]` process is being stepped \
+             (inside an #[entry] or #[suspend] method, or code they call)"
+        )
     }
 }
 
@@ -170,23 +324,140 @@ impl Drop for Installed<'_> {
 ///
 /// # Panics
 /// Outside a step of a `#[process]` process, or re-entrantly.
+#[inline(always)]
 #[track_caller]
-pub(crate) fn with<R>(what: &str, f: impl FnOnce(&mut Io) -> R) -> R {
-    CURRENT.with(|c| {
-        let mut guard = c.try_borrow_mut().unwrap_or_else(|_| {
-            panic!("wsched: {what} was used re-entrantly (from a `Drop` impl or a callback run by the runtime)")
-        });
-        match guard.as_mut() {
-            Some(io) => f(io),
-            None => panic!(
-                "wsched: {what} can only be used while a `#[process]` process is being stepped \
-                 (inside an #[entry] or #[suspend] method, or code they call)"
-            ),
-        }
-    })
+pub(crate) fn with<R>(what: &'static str, f: impl FnOnce(&mut Io) -> R) -> R {
+    // Two small thread-local accesses rather than one holding `f`: they inline, and
+    // `f` is compiled into the caller instead of into a large `LocalKey::with`.
+    let io = CURRENT.with(|c| {
+        let io = c.io(what);
+        c.busy.set(true);
+        io
+    });
+    let _busy = Busy;
+    // SAFETY: a non-null pointer was made by `install` from a `&mut Io` that its
+    // guard keeps borrowed, and the guard takes it out of the slot before the borrow
+    // ends (it cannot end during `f`: the guard is further up this thread's stack).
+    // `busy` makes this the only reference made from it until `f` returns: every
+    // reader of the slot refuses while it is set, and `install` (its only other
+    // writer) panics.
+    f(unsafe { &mut *io })
 }
 
-/// Like [`with`], but `None` outside a step instead of panicking.
-pub(crate) fn try_with<R>(f: impl FnOnce(&mut Io) -> R) -> Option<R> {
-    CURRENT.with(|c| c.try_borrow_mut().ok()?.as_deref_mut().map(f))
+/// Runs `f` on the context of the process being stepped on this thread, without
+/// cloning it (a clone is an atomic increment and decrement of a counter that all
+/// processes share). Nothing is lent out while `f` runs, so `f` may send, spawn and
+/// use `wsched::this` again, as with a clone.
+///
+/// # Panics
+/// Where [`with`] does; also when the process was not initialised.
+#[inline]
+#[track_caller]
+pub(crate) fn with_context<R>(what: &'static str, f: impl FnOnce(&Context) -> R) -> R {
+    let ctx = CURRENT.with(|c| {
+        c.io(what);
+        c.ctx.get()
+    });
+    assert!(
+        !ctx.is_null(),
+        "wsched: the process was stepped before init"
+    );
+    // SAFETY: a non-null pointer was made by `install` from a `&Context` that its
+    // guard keeps borrowed while the machine is being stepped, which outlasts this
+    // call: the step is further up this thread's stack, and a nested `install` only
+    // replaces the pointer in the slot. Nothing writes to the context meanwhile, and
+    // it is apart from the `Io` that `with` lends out mutably.
+    f(unsafe { &*ctx })
+}
+
+/// Like [`with_context`], but `None` where that panics.
+pub(crate) fn try_with_context<R>(f: impl FnOnce(&Context) -> R) -> Option<R> {
+    let ctx = CURRENT.with(|c| {
+        if c.busy.get() || c.io.get().is_null() {
+            return ptr::null();
+        }
+        c.ctx.get()
+    });
+    // SAFETY: as in `with_context`.
+    (!ctx.is_null()).then(|| f(unsafe { &*ctx }))
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::command::Sleep;
+    use crate::testing::completion;
+    use std::time::Duration;
+
+    fn io_with(tags: u64) -> Io {
+        let mut io = Io::default();
+        for _ in 0..tags {
+            io.dispatch(Sleep(Duration::ZERO));
+        }
+        io.outgoing.clear();
+        io
+    }
+
+    fn value(result: Option<Result<Payload, YieldError>>) -> Option<u32> {
+        result.map(|r| r.unwrap().downcast::<u32>().unwrap())
+    }
+
+    #[test]
+    fn completions_are_taken_once_by_tag_in_any_order() {
+        let mut io = io_with(3);
+        assert!(io.deliver(completion(Tag(3), 30_u32)).is_none());
+        assert!(io.deliver(completion(Tag(1), 10_u32)).is_none());
+        assert!(io.is_ready(Tag(3)) && io.is_ready(Tag(1)) && !io.is_ready(Tag(2)));
+        assert_eq!(value(io.take(Tag(2))), None);
+        assert_eq!(value(io.take(Tag(3))), Some(30));
+        assert_eq!(value(io.take(Tag(3))), None);
+        assert_eq!(value(io.take(Tag(1))), Some(10));
+        // Tag 2 still waits.
+        assert_eq!(io.live, 1);
+        assert!(io.deliver(completion(Tag(2), 20_u32)).is_none());
+        assert_eq!(value(io.take(Tag(2))), Some(20));
+        assert_eq!(io.live, 0);
+        assert!(io.withdrawn.is_empty());
+    }
+
+    #[test]
+    fn duplicate_unknown_and_consumed_completions_are_handed_back() {
+        let mut io = io_with(2);
+        assert!(io.deliver(completion(Tag(1), 1_u32)).is_none());
+        // A second completion for a tag whose first is there is ignored.
+        assert_eq!(
+            io.deliver(completion(Tag(1), 2_u32))
+                .map(|p| p.downcast::<u32>().unwrap()),
+            Some(2)
+        );
+        assert_eq!(value(io.take(Tag(1))), Some(1));
+        // Consumed, never yielded (too old, too new) and tag 0.
+        for tag in [1, 3, 99, 0] {
+            assert!(
+                io.deliver(completion(Tag(tag), 7_u32)).is_some(),
+                "tag {tag}"
+            );
+        }
+        assert!(!io.is_ready(Tag(3)));
+        assert_eq!(io.tags_issued(), 2);
+    }
+
+    #[test]
+    fn abandoning_returns_an_arrived_completion_or_withdraws_the_yield() {
+        let mut io = io_with(3);
+        assert!(io.deliver(completion(Tag(2), 2_u32)).is_none());
+        assert_eq!(value(io.abandon(Tag(2))), Some(2));
+        assert!(io.withdrawn.is_empty());
+        assert_eq!(value(io.abandon(Tag(1))), None);
+        assert_eq!(io.withdrawn, [Tag(1)]);
+        // Completions of abandoned tags are ignored from now on.
+        assert!(io.deliver(completion(Tag(1), 1_u32)).is_some());
+        assert!(io.deliver(completion(Tag(2), 2_u32)).is_some());
+        assert_eq!(value(io.take(Tag(1))), None);
+        // Only tag 3 is left.
+        assert_eq!(io.live, 1);
+        assert!(io.deliver(completion(Tag(3), 3_u32)).is_none());
+        assert_eq!(value(io.take(Tag(3))), Some(3));
+        assert_eq!(io.live, 0);
+    }
 }

@@ -13,6 +13,7 @@
 use std::any::Any;
 use std::fmt;
 use std::future::Future;
+use std::mem;
 use std::pin::Pin;
 use std::task::{Context as TaskCx, Poll, Waker};
 
@@ -143,14 +144,10 @@ enum State<P> {
 /// in and polls the coroutine once; `close` drops it.
 pub struct Machine<P> {
     state: State<P>,
-    /// `None` only while installed for a poll (see `io.rs`).
-    io: Option<Box<io::Io>>,
-}
-
-/// The machine's state outside a poll.
-fn io_of(slot: &mut Option<Box<io::Io>>) -> &mut io::Io {
-    slot.as_deref_mut()
-        .expect("the process state is only lent out during a poll")
+    /// Lent to the suspension points during a poll (see `io.rs`).
+    io: io::Io,
+    /// Set by `init`; lent to `wsched::this` during a poll.
+    ctx: Option<Context>,
 }
 
 impl<P: Entries> Machine<P> {
@@ -158,7 +155,8 @@ impl<P: Entries> Machine<P> {
     pub fn new(process: P) -> Self {
         Self {
             state: State::Unstarted(process),
-            io: Some(Box::default()),
+            io: io::Io::default(),
+            ctx: None,
         }
     }
 
@@ -166,30 +164,26 @@ impl<P: Entries> Machine<P> {
     pub fn entry(&self) -> Option<&'static str> {
         match &self.state {
             State::Running(body) => Some(body.entry),
-            _ => self
-                .io
-                .as_ref()
-                .map(|io| io.entry)
-                .filter(|e| !e.is_empty()),
+            _ => Some(self.io.entry).filter(|e| !e.is_empty()),
         }
     }
 
     /// How many yields the process has made so far (its last tag's number).
     pub fn yields_made(&self) -> u64 {
-        self.io.as_ref().map_or(0, |io| io.tags_issued())
+        self.io.tags_issued()
     }
 
     /// How many received messages wait in its mailbox (e.g. other types than a typed
     /// `recv!` wants).
     pub fn mailbox_len(&self) -> usize {
-        self.io.as_ref().map_or(0, |io| io.mailbox.len())
+        self.io.mailbox.len()
     }
 
     /// Drops the coroutine (and with it the struct), with the state installed so that
     /// `Drop` impls may still use `wsched::this`.
     fn finish(&mut self) {
-        let state = std::mem::replace(&mut self.state, State::Finished);
-        let _installed = io::install(&mut self.io);
+        let state = mem::replace(&mut self.state, State::Finished);
+        let _installed = io::install(&mut self.io, self.ctx.as_ref());
         drop(state);
     }
 }
@@ -211,7 +205,7 @@ impl<P: Entries> fmt::Debug for Machine<P> {
 
 impl<P: Entries> Process for Machine<P> {
     fn init(&mut self, ctx: Context, method: &str, input: Payloads) -> Result<(), InitError> {
-        let process = match std::mem::replace(&mut self.state, State::Finished) {
+        let process = match mem::replace(&mut self.state, State::Finished) {
             State::Unstarted(p) => p,
             other => {
                 self.state = other;
@@ -219,37 +213,48 @@ impl<P: Entries> Process for Machine<P> {
             }
         };
         let body = process.start(method, input)?;
-        let io = io_of(&mut self.io);
-        io.entry = body.entry;
-        io.ctx = Some(ctx);
+        self.io.entry = body.entry;
+        self.ctx = Some(ctx);
         self.state = State::Running(body);
         Ok(())
     }
 
-    fn step(&mut self, events: Events<'_>, out: &mut StepOutput) -> Result<(), StepError> {
+    fn step(&mut self, mut events: Events<'_>, out: &mut StepOutput) -> Result<(), StepError> {
         let body = match &mut self.state {
             State::Running(body) => body,
             State::Unstarted(_) => return Err(StepError::new("stepped before init")),
             State::Finished => return Err(StepError::new("stepped after it finished")),
         };
-        for event in events {
+        // Iterated in place: moving `events` into the loop copied it from where the
+        // caller had just written it, a store-forwarding stall on every step.
+        for event in events.by_ref() {
             // A completion nobody waits for any more (a receive's timer that lost to
             // a message) comes back here and is dropped.
-            drop(io_of(&mut self.io).deliver(event));
+            drop(self.io.deliver(event));
         }
-        io_of(&mut self.io).suspended = None;
+        self.io.suspended = false;
         let poll = {
-            let _installed = io::install(&mut self.io);
+            let _installed = io::install(&mut self.io, self.ctx.as_ref());
             body.future
                 .as_mut()
                 .poll(&mut TaskCx::from_waker(Waker::noop()))
         };
-        let io = io_of(&mut self.io);
-        for y in io.outgoing.drain(..) {
-            out.push_yield(y);
+        let io = &mut self.io;
+        // The yields go out by swapping buffers with the (cleared) output, not one by
+        // one; the output's empty buffer collects the next step's yields.
+        if !io.outgoing.is_empty() {
+            let yields = out.yields_buffer();
+            if yields.is_empty() {
+                mem::swap(yields, &mut io.outgoing);
+            } else {
+                yields.append(&mut io.outgoing);
+            }
         }
-        for tag in io.withdrawn.drain(..) {
-            out.withdraw(tag);
+        // Most steps withdraw nothing: skip the drain then.
+        if !io.withdrawn.is_empty() {
+            for tag in io.withdrawn.drain(..) {
+                out.withdraw(tag);
+            }
         }
         match poll {
             Poll::Ready(result) => {
@@ -257,7 +262,7 @@ impl<P: Entries> Process for Machine<P> {
                 out.set_status(Status::Done(result?));
             }
             Poll::Pending => {
-                let Some(point) = io.suspended.take() else {
+                let Some(point) = io.point.filter(|_| io.suspended) else {
                     return Err(StepError::new(format!(
                         "entry `{}` awaited a future that is not a wsched suspension point \
                          (only yield_cmd!, yield_all!, recv! and #[suspend] methods may \

@@ -54,22 +54,22 @@ use std::any::Any;
 /// Outside a step of a `#[process]` process.
 #[track_caller]
 pub fn context() -> Context {
-    io::with("wsched::this::context()", |io| io.ctx.clone())
-        .expect("wsched: the process was stepped before init")
+    io::with_context("wsched::this::context()", Context::clone)
 }
 
 /// The process's [`Context`], or `None` outside a step of a `#[process]` process.
 pub fn try_context() -> Option<Context> {
-    io::try_with(|io| io.ctx.clone()).flatten()
+    io::try_with_context(Context::clone)
 }
 
 /// The process's own PID.
 ///
 /// # Panics
 /// Outside a step of a `#[process]` process.
+#[inline]
 #[track_caller]
 pub fn pid() -> Pid {
-    context().pid()
+    io::with_context("wsched::this::context()", Context::pid)
 }
 
 /// The name the running entry was started by.
@@ -99,9 +99,10 @@ pub fn is_cancelled() -> bool {
 ///
 /// # Panics
 /// Outside a step of a `#[process]` process.
+#[inline]
 #[track_caller]
 pub fn send<T: Any + Send>(to: Pid, message: T) -> Result<(), SendError> {
-    context().send(to, message)
+    io::with_context("wsched::this::context()", |ctx| ctx.send(to, message))
 }
 
 /// Asks `pid` to stop. See [`Context::cancel`].
@@ -113,7 +114,7 @@ pub fn send<T: Any + Send>(to: Pid, message: T) -> Result<(), SendError> {
 /// Outside a step of a `#[process]` process.
 #[track_caller]
 pub fn cancel(pid: Pid) -> Result<(), CancelError> {
-    context().cancel(pid)
+    io::with_context("wsched::this::context()", |ctx| ctx.cancel(pid))
 }
 
 /// Spawns a process whose result can be joined. See [`Context::spawn`]; to wait for
@@ -131,7 +132,9 @@ pub fn spawn<P: IntoProcess>(
     method: &str,
     input: impl IntoPayloads,
 ) -> Result<Pid, SpawnError> {
-    context().spawn(process, method, input)
+    io::with_context("wsched::this::context()", |ctx| {
+        ctx.spawn(process, method, input)
+    })
 }
 
 /// Spawns a process whose result is discarded. See [`Context::spawn_detached`].
@@ -147,7 +150,9 @@ pub fn spawn_detached<P: IntoProcess>(
     method: &str,
     input: impl IntoPayloads,
 ) -> Result<Pid, SpawnError> {
-    context().spawn_detached(process, method, input)
+    io::with_context("wsched::this::context()", |ctx| {
+        ctx.spawn_detached(process, method, input)
+    })
 }
 
 /// How many messages wait in the process's mailbox, not received yet (for example

@@ -1,0 +1,191 @@
+//! How many steps, and how much bookkeeping, the suspension points cost: counted,
+//! not timed. A `yield_all!` of n commands completed at once takes two steps
+//! whatever n is; completions that arrive one by one cost O(1) each; the
+//! `wsched::this` functions still refuse outside a step with the same messages.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use wsched::command::{Completer, Spawn};
+use wsched::prelude::*;
+use wsched::testing::TestProcess;
+use wsched::{IntoProcess, Process, Scheduler};
+
+/// Completed at once by its handler, on the worker.
+struct Nop;
+impl Command for Nop {
+    type Output = ();
+}
+
+/// Completed by the test, in the harness.
+struct Numbered(#[allow(dead_code)] u32);
+impl Command for Numbered {
+    type Output = u32;
+}
+
+struct Batch;
+
+#[process]
+impl Batch {
+    /// One `yield_all!` of `n` `Nop`s.
+    #[entry]
+    fn nops(&mut self, n: u32) -> Result<u32, BoxError> {
+        let mut done = 0;
+        for result in yield_all!((0..n).map(|_| Nop)) {
+            result?;
+            done += 1;
+        }
+        Ok(done)
+    }
+
+    /// One `yield_all!` spawning `n` `Leaf`s.
+    #[entry]
+    fn spawns(&mut self, n: u32) -> Result<u32, BoxError> {
+        let mut spawned = 0;
+        for pid in yield_all!((0..n).map(|_| Spawn::detached(Leaf, "run", ()))) {
+            pid?;
+            spawned += 1;
+        }
+        Ok(spawned)
+    }
+
+    /// One `yield_all!` of `n` `Numbered`s; their results in order.
+    #[entry]
+    fn numbered(&mut self, n: u32) -> Result<Vec<u32>, BoxError> {
+        let mut results = Vec::new();
+        for result in yield_all!((0..n).map(Numbered)) {
+            results.push(result?);
+        }
+        Ok(results)
+    }
+}
+
+/// Ends in its first step.
+struct Leaf;
+
+#[process]
+impl Leaf {
+    #[entry]
+    fn run(&mut self) {}
+}
+
+fn scheduler(workers: usize) -> Scheduler {
+    Scheduler::builder()
+        .workers(workers)
+        .handler(|_: Nop, done: Completer<Nop>| done.complete(()))
+        .build()
+        .unwrap()
+}
+
+/// Runs `entry` of a `Batch` with `n`; returns its result and the steps the
+/// scheduler took meanwhile (nothing else runs on it).
+fn steps(s: &Scheduler, entry: &str, n: u32) -> (u32, u64) {
+    let before = s.metrics().total().steps;
+    let pid = s.spawn(Batch, entry, (n,)).unwrap();
+    let done = s.wait(pid).unwrap().downcast::<u32>().unwrap();
+    // Detached children may still be queued: wait until every process has ended.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while s.metrics().live > 0 {
+        assert!(Instant::now() < deadline, "processes still live");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    (done, s.metrics().total().steps - before)
+}
+
+#[test]
+fn a_yield_all_of_commands_completed_at_once_takes_two_steps_whatever_their_number() {
+    for workers in [1, 2] {
+        let s = scheduler(workers);
+        // Nothing to wait for: the entry runs to its end in its first step.
+        assert_eq!(steps(&s, "nops", 0), (0, 1), "{workers} workers");
+        // The handler completes each yield on the worker right after the step, so
+        // all completions are there for the second step, which finishes. 200,000
+        // also guards the bookkeeping: searching lists of tags per completion (as
+        // it once did) would take minutes here.
+        for n in [1, 100, 10_000, 200_000] {
+            assert_eq!(
+                steps(&s, "nops", n),
+                (n, 2),
+                "{workers} workers, {n} yields"
+            );
+        }
+        // Spawning is completed at once too; each child then takes its one step.
+        for n in [1, 1_000] {
+            let (spawned, taken) = steps(&s, "spawns", n);
+            assert_eq!(spawned, n);
+            assert_eq!(taken, 2 + u64::from(n), "{workers} workers, {n} spawns");
+        }
+    }
+}
+
+#[test]
+fn completions_of_a_yield_all_arriving_one_by_one_cost_a_step_each_and_keep_order() {
+    const N: u32 = 2_000;
+    let mut t = TestProcess::start(Batch, "numbered", (N,)).unwrap();
+    let tags: Vec<_> = t.last_yields().to_vec();
+    assert_eq!(tags.len(), N as usize);
+    // In reverse: the oldest arrives last, so every step until then finds the
+    // batch incomplete (each of those costs O(1): a cursor over the completions
+    // that arrived in order, not a rescan of all n).
+    for (i, &tag) in tags.iter().enumerate().rev() {
+        assert!(!t.is_done(), "done before completion {i}");
+        t.step_with([wsched::testing::completion(tag, i as u32 * 10)]);
+    }
+    assert_eq!(t.steps(), N as usize + 1);
+    assert_eq!(
+        t.result::<Vec<u32>>(),
+        (0..N).map(|i| i * 10).collect::<Vec<_>>()
+    );
+}
+
+/// Records what `wsched::this` says while it is dropped.
+struct Probe(Arc<Mutex<Vec<String>>>);
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        let mut seen = self.0.lock().unwrap();
+        seen.push(format!(
+            "context: {:?}",
+            this::try_context().map(|c| c.pid())
+        ));
+        seen.push(format!("entry: {:?}", this::entry()));
+        let pid = std::panic::catch_unwind(|| this::pid()).unwrap_err();
+        seen.push(pid.downcast_ref::<&str>().unwrap().to_string());
+    }
+}
+
+#[process]
+impl Probe {
+    #[entry]
+    fn run(&mut self) {}
+}
+
+#[test]
+fn this_refuses_outside_a_step_and_before_init_with_its_messages() {
+    let outside = std::panic::catch_unwind(|| this::pid()).unwrap_err();
+    assert_eq!(
+        outside.downcast_ref::<String>().unwrap(),
+        "wsched: wsched::this::context() can only be used while a `#[process]` process \
+         is being stepped (inside an #[entry] or #[suspend] method, or code they call)"
+    );
+    assert!(this::try_context().is_none());
+    let send = std::panic::catch_unwind(|| this::send(Pid::from_raw(1), 1_u8)).unwrap_err();
+    assert!(send
+        .downcast_ref::<String>()
+        .unwrap()
+        .contains("can only be used while"));
+
+    // Closed without init: dropping the struct still sees its (empty) state, but
+    // no context.
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut machine = Probe(seen.clone()).into_process();
+    machine.close();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            "context: None",
+            "entry: \"\"",
+            "wsched: the process was stepped before init"
+        ]
+    );
+}
