@@ -21,12 +21,18 @@ fn scheduler() -> Scheduler {
 /// Yields `count` sleeps at once, of 1..=count milliseconds in reverse order, and
 /// finishes with the tags in the order their completions arrived.
 fn sleeper(count: u64) -> Scripted {
+    spaced_sleeper(count, 1)
+}
+
+/// Like [`sleeper`], with deadlines `spacing_ms` apart.
+fn spaced_sleeper(count: u64, spacing_ms: u64) -> Scripted {
     let mut started = false;
     let mut order = Vec::new();
     Scripted::new(move |_, events, out| {
         if !started {
             for t in 1..=count {
-                out.yield_command(Tag(t), Sleep(Duration::from_millis(count + 1 - t)));
+                let millis = (count + 1 - t) * spacing_ms;
+                out.yield_command(Tag(t), Sleep(Duration::from_millis(millis)));
             }
             started = true;
         }
@@ -79,9 +85,13 @@ fn sleep_completes_after_its_duration() {
 #[test]
 fn timers_fire_in_deadline_order() {
     let s = scheduler();
-    let pid = s.spawn(sleeper(20), "run", ()).unwrap();
+    // Each deadline is "now + duration" when its timer is armed, so deadlines 1 ms
+    // apart could swap if the worker were preempted for over 1 ms in the middle of
+    // arming them (seen once under load); 5 ms apart they keep their order unless
+    // one arm is delayed by more than that.
+    let pid = s.spawn(spaced_sleeper(20, 5), "run", ()).unwrap();
     let order = s.wait(pid).unwrap().downcast::<Vec<u64>>().unwrap();
-    // Tag t sleeps 21 - t ms: the highest tag has the earliest deadline.
+    // Tag t sleeps (21 - t) × 5 ms: the highest tag has the earliest deadline.
     assert_eq!(order, (1..=20).rev().collect::<Vec<_>>());
 }
 
