@@ -16,6 +16,7 @@ pub mod command;
 mod context;
 mod entry_name;
 mod error;
+mod fast_hash;
 mod payload;
 mod pid;
 mod process;

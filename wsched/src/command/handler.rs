@@ -3,12 +3,12 @@
 
 use std::any::TypeId;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 use super::blocking::BlockingPool;
 use super::completer::{catch_panics, Completer, RawCompleter};
 use crate::command::Command;
 use crate::error::{BuildError, YieldError};
+use crate::fast_hash::FastHash;
 use crate::payload::Payload;
 use crate::process::Yield;
 use crate::runtime::cell::ProcessCell;
@@ -61,33 +61,7 @@ impl Registration {
     }
 }
 
-/// `TypeId`s are already well-mixed hashes: use their bits as they are instead of
-/// running SipHash over them on every yield.
-#[derive(Default)]
-struct TypeIdHasher(u64);
-
-impl Hasher for TypeIdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        // Not reached for `TypeId` (it writes integers); fold anyway, to stay a hasher.
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 ^= n;
-    }
-
-    fn write_u128(&mut self, n: u128) {
-        self.0 ^= n as u64 ^ (n >> 64) as u64;
-    }
-}
-
-type Table = HashMap<TypeId, Registration, BuildHasherDefault<TypeIdHasher>>;
+type Table = HashMap<TypeId, Registration, FastHash>;
 
 pub(crate) struct Handlers {
     table: Table,

@@ -5,9 +5,9 @@
 //! join or wait) or, for detached processes, until it finishes.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 use super::cell::ProcessCell;
+use crate::fast_hash::FastHash;
 use crate::pid::Pid;
 use std::sync::Arc;
 
@@ -17,28 +17,7 @@ use crate::sync::Mutex;
 
 const SHARDS: usize = 64;
 
-/// PIDs are sequential integers: a multiplicative hash spreads them well enough and
-/// costs one multiplication instead of SipHash's rounds.
-#[derive(Default)]
-struct PidHasher(u64);
-
-impl Hasher for PidHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-type Shard = HashMap<Pid, Arc<ProcessCell>, BuildHasherDefault<PidHasher>>;
+type Shard = HashMap<Pid, Arc<ProcessCell>, FastHash>;
 
 pub(crate) struct Registry {
     /// Padded: neighbouring shards on one cache line would make workers touching
