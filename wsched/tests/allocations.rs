@@ -93,7 +93,10 @@ fn steps_do_not_allocate_in_steady_state() {
 }
 
 /// Allocations per unit of work: runs `work(n)` for a short and a long `n` after a
-/// warm-up, so that fixed costs (spawning, waiting, buffer growth) cancel out.
+/// warm-up, so that fixed costs (spawning, waiting, buffer growth) cancel out. The
+/// counter sees every thread, including the test harness reporting the previous
+/// test, which can only add allocations: the least of three measurements is the
+/// work's own count.
 fn allocations_per_unit(mut work: impl FnMut(u64)) -> f64 {
     work(1_000);
     let count = |work: &mut dyn FnMut(u64), n| {
@@ -101,9 +104,13 @@ fn allocations_per_unit(mut work: impl FnMut(u64)) -> f64 {
         work(n);
         ALLOCATIONS.load(Ordering::SeqCst) - before
     };
-    let short = count(&mut work, 1_000);
-    let long = count(&mut work, 11_000);
-    (long as f64 - short as f64) / 10_000.0
+    (0..3)
+        .map(|_| {
+            let short = count(&mut work, 1_000);
+            let long = count(&mut work, 11_000);
+            (long as f64 - short as f64) / 10_000.0
+        })
+        .fold(f64::INFINITY, f64::min)
 }
 
 /// Answered on the worker, at once, with its number.
@@ -136,7 +143,7 @@ impl Process for Yielder {
 }
 
 #[test]
-fn a_yield_completed_at_once_allocates_the_command_and_the_output_only() {
+fn a_yield_of_a_small_command_completed_at_once_allocates_nothing() {
     let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
     let scheduler = Scheduler::builder()
         .workers(1)
@@ -199,7 +206,7 @@ impl Process for Player {
 }
 
 #[test]
-fn a_message_round_trip_allocates_the_two_messages_only() {
+fn a_round_trip_of_small_messages_allocates_nothing() {
     let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
     let scheduler = Scheduler::builder().workers(1).build().unwrap();
     let per_round_trip = allocations_per_unit(|n| {
