@@ -87,8 +87,9 @@ unsafe impl Sync for ProcessCell {}
 /// empty while `first` is). Most processes get one event between two steps, which
 /// `first` holds without an allocation; `rest` grows only for a process that gets
 /// bursts, and gives its memory back when a burst was large. (An earlier version
-/// swapped the worker's step buffer into the mailbox: every process that ever ran
-/// then kept a buffer as large as the largest step of its worker, idle or not.)
+/// swapped the worker's step buffer into the mailbox, so each idle process held
+/// some worker's old step buffer, of whatever size that worker's steps had grown
+/// it to.)
 #[derive(Default)]
 struct Mailbox {
     first: Option<Event>,
