@@ -345,8 +345,9 @@ pub(crate) fn with<R>(what: &'static str, f: impl FnOnce(&mut Io) -> R) -> R {
 }
 
 /// Runs `f` on the context of the process being stepped on this thread, without
-/// cloning it (a clone is an atomic increment and decrement of a reference count). Nothing is lent out while `f` runs, so `f` may send, spawn and
-/// use `wsched::this` again, as with a clone.
+/// cloning it (a clone is an atomic increment and decrement of a reference count).
+/// Nothing is lent out while `f` runs, so `f` may send, spawn and use
+/// `wsched::this` again, as with a clone.
 ///
 /// # Panics
 /// Where [`with`] does; also when the process was not initialised.
