@@ -47,11 +47,13 @@
 //! Every 10 s a line shows throughput, RSS, live heap, live processes, pending timers
 //! and blocking threads. The memory checks are explained at [`check_memory_drift`].
 
+mod support;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::any::Any;
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
-use std::sync::{mpsc, Arc, Condvar, Mutex, Once};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -204,25 +206,6 @@ fn defuse(payload: Payload) {
         }
         Err(e) => fail(format!("a returned message is not a Bomb: {e}")),
     }
-}
-
-/// Keeps the deliberate panics off stderr and prints any other as usual.
-fn quiet_expected_panics() {
-    static HOOK: Once = Once::new();
-    HOOK.call_once(|| {
-        let default = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            let message = info
-                .payload()
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| info.payload().downcast_ref::<&str>().copied());
-            if message.is_some_and(|m| m.contains(MARKER)) {
-                return;
-            }
-            default(info);
-        }));
-    });
 }
 
 /// A deterministic generator (splitmix64): each driver of each generation has its
@@ -1925,7 +1908,7 @@ fn generation(
 #[test]
 #[ignore = "soak test: run on demand, see the README"]
 fn soak() {
-    quiet_expected_panics();
+    support::quiet_expected_panics(MARKER);
     let secs: u64 = std::env::var("WSCHED_SOAK_SECS")
         .ok()
         .map(|v| v.parse().expect("WSCHED_SOAK_SECS is a number of seconds"))

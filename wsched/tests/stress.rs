@@ -3,7 +3,6 @@
 
 mod support;
 
-use std::sync::Once;
 use std::time::Duration;
 
 use support::{Echo, Stubborn};
@@ -14,26 +13,6 @@ use wsched::{
 };
 
 const MARKER: &str = "deliberate stress panic";
-
-/// Keeps the expected panics of this binary off stderr (10,000 backtraces would
-/// drown the output), and prints every other one as usual.
-fn quiet_expected_panics() {
-    static HOOK: Once = Once::new();
-    HOOK.call_once(|| {
-        let default = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            let message = info
-                .payload()
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| info.payload().downcast_ref::<&str>().copied());
-            if message.is_some_and(|m| m.contains(MARKER)) {
-                return;
-            }
-            default(info);
-        }));
-    });
-}
 
 struct Double(u64);
 impl Command for Double {
@@ -99,7 +78,7 @@ impl Process for Worker {
 
 #[test]
 fn a_hundred_thousand_processes_with_yields_messages_and_panics() {
-    quiet_expected_panics();
+    support::quiet_expected_panics(MARKER);
     const N: u64 = 100_000;
     // Half the yields complete at once on the worker, half later from another thread.
     let (later, completions) = std::sync::mpsc::channel::<(Completer<Double>, u64)>();

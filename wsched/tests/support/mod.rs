@@ -181,3 +181,24 @@ pub fn collect_completions<T: Send + 'static>(
         Ok(())
     })
 }
+
+/// Keeps panics whose message contains `marker` (the ones a test makes on purpose,
+/// thousands of them in the stress and soak tests) off stderr, and prints every
+/// other one as usual. The first call installs the hook; later calls do nothing.
+pub fn quiet_expected_panics(marker: &'static str) {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let message = info
+                .payload()
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| info.payload().downcast_ref::<&str>().copied());
+            if message.is_some_and(|m| m.contains(marker)) {
+                return;
+            }
+            default(info);
+        }));
+    });
+}
