@@ -78,6 +78,9 @@ struct Core {
     tick: u32,
     searching: bool,
     rng: FastRand,
+    /// The strides that visit every victim once (computed once: searching runs
+    /// often, and this was a fresh `Vec` per search).
+    strides: Box<[usize]>,
 }
 
 struct Current {
@@ -186,6 +189,7 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
         tick: 0,
         searching: false,
         rng: FastRand::new(index as u64),
+        strides: coprimes(shared.stealers.len()).into_boxed_slice(),
     }));
     CURRENT.with(|current| {
         *current.borrow_mut() = Some(Current {
@@ -323,9 +327,8 @@ impl Core {
             return None;
         }
         let random = self.rng.next();
-        let coprimes = coprimes(workers);
         let start = (random as usize) % workers;
-        let stride = coprimes[((random >> 32) as usize) % coprimes.len()];
+        let stride = self.strides[((random >> 32) as usize) % self.strides.len()];
         let counters = &shared.counters[self.index];
         let mut victim = start;
         for _ in 0..workers {
