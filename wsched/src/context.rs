@@ -5,9 +5,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::error::{CancelError, SendError, SpawnError};
-use crate::payload::{IntoPayloads, Payload, Payloads};
+use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
-use crate::process::{IntoProcess, Process};
+use crate::process::IntoProcess;
+use crate::runtime::cell::{Header, NewProcess, ProcessCell};
 
 /// Handed to [`Process::init`]: the process's own PID and a way to send messages and
 /// spawn processes on the scheduler (or the [`testing`](crate::testing) harness) that
@@ -15,12 +16,41 @@ use crate::process::{IntoProcess, Process};
 #[derive(Clone)]
 pub struct Context {
     pid: Pid,
-    backend: Arc<dyn Backend>,
+    backend: BackendRef,
+}
+
+#[derive(Clone)]
+enum BackendRef {
+    /// A process on a scheduler reaches it through its own cell.
+    Process(Arc<ProcessCell>),
+    /// Anything else (the testing harness's recorder).
+    Other(Arc<dyn Backend>),
 }
 
 impl Context {
     pub(crate) fn new(pid: Pid, backend: Arc<dyn Backend>) -> Self {
-        Self { pid, backend }
+        Self {
+            pid,
+            backend: BackendRef::Other(backend),
+        }
+    }
+
+    /// The context of the process in `cell`, run by a scheduler.
+    pub(crate) fn of_process(pid: Pid, cell: Arc<ProcessCell>) -> Self {
+        Self {
+            pid,
+            backend: BackendRef::Process(cell),
+        }
+    }
+
+    fn backend(&self) -> &dyn Backend {
+        match &self.backend {
+            BackendRef::Process(cell) => {
+                let header: &Header = cell;
+                header
+            }
+            BackendRef::Other(backend) => &**backend,
+        }
     }
 
     /// This process's PID.
@@ -34,7 +64,8 @@ impl Context {
     /// [`SendError`] when `to` does not exist or has finished; the error gives the
     /// message back.
     pub fn send<T: Any + Send>(&self, to: Pid, message: T) -> Result<(), SendError> {
-        self.backend.send(Some(self.pid), to, Payload::new(message))
+        self.backend()
+            .send(Some(self.pid), to, Payload::new(message))
     }
 
     /// Asks `pid` to stop: it receives [`Event::Cancel`](crate::Event::Cancel) (for
@@ -44,7 +75,7 @@ impl Context {
     /// # Errors
     /// [`CancelError`] when `pid` does not exist or has finished.
     pub fn cancel(&self, pid: Pid) -> Result<(), CancelError> {
-        self.backend.cancel(Some(self.pid), pid)
+        self.backend().cancel(Some(self.pid), pid)
     }
 
     /// Spawns `process` running entry `method` with `input`. Its result is kept until
@@ -59,7 +90,7 @@ impl Context {
         method: &str,
         input: impl IntoPayloads,
     ) -> Result<Pid, SpawnError> {
-        self.spawn_boxed(process, method, input, false)
+        self.spawn_new(process, method, input, false)
     }
 
     /// Like [`spawn`](Self::spawn), but nobody will claim the result: it is dropped
@@ -73,22 +104,25 @@ impl Context {
         method: &str,
         input: impl IntoPayloads,
     ) -> Result<Pid, SpawnError> {
-        self.spawn_boxed(process, method, input, true)
+        self.spawn_new(process, method, input, true)
     }
 }
 
 impl Context {
-    fn spawn_boxed<P: IntoProcess>(
+    fn spawn_new<P: IntoProcess>(
         &self,
         process: P,
         method: &str,
         input: impl IntoPayloads,
         detached: bool,
     ) -> Result<Pid, SpawnError> {
-        let process = Box::new(process.into_process());
-        let input = input.into_payloads();
-        self.backend
-            .spawn(Some(self.pid), process, method, input, detached)
+        let process = NewProcess::new(
+            process.into_process(),
+            method,
+            input.into_payloads(),
+            detached,
+        );
+        self.backend().spawn(Some(self.pid), process)
     }
 }
 
@@ -100,14 +134,8 @@ impl fmt::Debug for Context {
 
 /// What a [`Context`] talks to: the scheduler, or the testing harness's recorder.
 pub(crate) trait Backend: Send + Sync + 'static {
-    fn spawn(
-        &self,
-        parent: Option<Pid>,
-        process: Box<dyn Process>,
-        method: &str,
-        input: Payloads,
-        detached: bool,
-    ) -> Result<Pid, SpawnError>;
+    /// Spawns `process` (its entry, input and detachment travel with it).
+    fn spawn(&self, parent: Option<Pid>, process: NewProcess) -> Result<Pid, SpawnError>;
 
     fn send(&self, from: Option<Pid>, to: Pid, payload: Payload) -> Result<(), SendError>;
 

@@ -19,6 +19,9 @@ impl Pid {
         Self(NonZeroU64::new(n).expect("PID numbers start at 1"))
     }
 
+    /// What a process's cell holds before the process is spawned (never issued).
+    pub(crate) const UNSPAWNED: Pid = Pid(NonZeroU64::MAX);
+
     /// The PID's number.
     pub fn as_u64(self) -> u64 {
         self.0.get()

@@ -26,13 +26,15 @@ mod imp {
 
     /// An `UnsafeCell` with loom's closure-based access API, so that code is written once.
     #[derive(Debug)]
-    pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+    pub(crate) struct UnsafeCell<T: ?Sized>(std::cell::UnsafeCell<T>);
 
     impl<T> UnsafeCell<T> {
         pub(crate) const fn new(value: T) -> Self {
             Self(std::cell::UnsafeCell::new(value))
         }
+    }
 
+    impl<T: ?Sized> UnsafeCell<T> {
         #[inline]
         pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
             f(self.0.get())
@@ -65,6 +67,12 @@ mod imp {
     impl<T> Mutex<T> {
         pub(crate) fn new(value: T) -> Self {
             Self(loom::sync::Mutex::new(value))
+        }
+
+        pub(crate) fn get_mut(&mut self) -> &mut T {
+            self.0
+                .get_mut()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
         }
 
         pub(crate) fn lock(&self) -> MutexGuard<'_, T> {

@@ -68,12 +68,13 @@ use crate::context::{Backend, Context};
 use crate::error::{
     CancelError, InitError, Phase, ProcessError, SendError, SpawnError, StepError, YieldError,
 };
-use crate::payload::{IntoPayloads, Payload, Payloads};
+use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
 use crate::process::{
     init_process, panic_message, Completion, Event, Events, IntoProcess, Message, Process, Status,
     StepOutput, SuspendPoint, Tag, Yield,
 };
+use crate::runtime::cell::NewProcess;
 
 /// A completion event for `tag` carrying `output` (build events for
 /// [`TestProcess::step_with`]).
@@ -192,22 +193,17 @@ impl Recorder {
 }
 
 impl Backend for Recorder {
-    fn spawn(
-        &self,
-        parent: Option<Pid>,
-        mut process: Box<dyn Process>,
-        method: &str,
-        input: Payloads,
-        detached: bool,
-    ) -> Result<Pid, SpawnError> {
+    fn spawn(&self, parent: Option<Pid>, mut process: NewProcess) -> Result<Pid, SpawnError> {
         let pid = self.next_pid();
-        init_process(&mut *process, self.context(pid), method, input)?;
+        let method = process.entry().to_owned();
+        let input = process.take_input();
+        init_process(&mut process, self.context(pid), &method, input)?;
         self.spawned.lock().push(SpawnRecord {
             pid,
             parent,
-            method: method.to_owned(),
-            detached,
-            process,
+            method,
+            detached: process.is_detached(),
+            process: Box::new(process),
         });
         Ok(pid)
     }
@@ -341,20 +337,12 @@ impl TestProcess {
     pub fn from_spawn_command(&self, command: Spawn) -> Self {
         let pid = self.recorder.next_pid();
         let mut process = command.process;
-        if let Err(e) = init_process(
-            &mut *process,
-            self.recorder.context(pid),
-            command.method.as_str(),
-            command.input,
-        ) {
+        let method = process.entry().to_owned();
+        let input = process.take_input();
+        if let Err(e) = init_process(&mut process, self.recorder.context(pid), &method, input) {
             panic!("the spawned process could not start: {e}");
         }
-        let mut t = Self::new(
-            process,
-            pid,
-            command.method.as_str().to_owned(),
-            self.recorder.clone(),
-        );
+        let mut t = Self::new(Box::new(process), pid, method, self.recorder.clone());
         t.step();
         t
     }

@@ -7,12 +7,11 @@ use std::time::Duration;
 use super::completer::Completer;
 use super::handler::{Placement, Registration};
 use crate::command::Command;
-use crate::entry_name::EntryName;
 use crate::error::JoinError;
-use crate::payload::{IntoPayloads, Payload, Payloads};
+use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
-use crate::process::{IntoProcess, Process};
-use crate::runtime::cell::ResultWaiter;
+use crate::process::IntoProcess;
+use crate::runtime::cell::{NewProcess, ResultWaiter};
 
 /// Completes with `()` after `duration` (to about a millisecond, never early).
 ///
@@ -38,10 +37,10 @@ impl Command for Sleep {
 /// [`SpawnError`](crate::SpawnError)) when the entry is unknown, the child's `init`
 /// refuses its arguments or panics, or the scheduler is shutting down.
 pub struct Spawn {
-    pub(crate) process: Box<dyn Process>,
-    pub(crate) method: EntryName,
-    pub(crate) input: Payloads,
-    pub(crate) detached: bool,
+    /// The child, already in the cell it will run in, with its entry and input: a
+    /// `Spawn` is one word pair, so it travels inline in its payload, and handling it
+    /// allocates nothing more.
+    pub(crate) process: NewProcess,
 }
 
 impl Spawn {
@@ -49,33 +48,28 @@ impl Spawn {
     /// claimed with [`Join`].
     pub fn new<P: IntoProcess>(process: P, method: &str, input: impl IntoPayloads) -> Self {
         Self {
-            process: Box::new(process.into_process()),
-            method: EntryName::new(method),
-            input: input.into_payloads(),
-            detached: false,
+            process: NewProcess::new(process.into_process(), method, input.into_payloads(), false),
         }
     }
 
     /// Like [`new`](Self::new), but the child's result is discarded when it finishes.
     pub fn detached<P: IntoProcess>(process: P, method: &str, input: impl IntoPayloads) -> Self {
         Self {
-            detached: true,
-            ..Self::new(process, method, input)
+            process: NewProcess::new(process.into_process(), method, input.into_payloads(), true),
         }
     }
 
     /// The entry the child will run.
     pub fn method(&self) -> &str {
-        self.method.as_str()
+        self.process.entry()
     }
 }
 
 impl fmt::Debug for Spawn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Spawn")
-            .field("method", &self.method)
-            .field("input", &self.input)
-            .field("detached", &self.detached)
+            .field("method", &self.method())
+            .field("detached", &self.process.is_detached())
             .finish_non_exhaustive()
     }
 }
@@ -108,14 +102,9 @@ pub(crate) fn registrations(timers: std::sync::Arc<super::timer::Timers>) -> Vec
         .builtin(),
         Registration::new(Placement::Worker, |spawn: Spawn, done: Completer<Spawn>| {
             let handle = done.handle();
-            let spawned = handle.shared().spawn(
-                handle,
-                Some(done.pid()),
-                spawn.process,
-                spawn.method.as_str(),
-                spawn.input,
-                spawn.detached,
-            );
+            let spawned = handle
+                .shared()
+                .spawn(handle, Some(done.pid()), spawn.process);
             match spawned {
                 Ok(pid) => done.complete(pid),
                 Err(error) => done.fail(error),
@@ -140,7 +129,8 @@ mod tests {
     use crate::command::timer::Spawner;
     use crate::context::Context;
     use crate::error::{InitError, StepError};
-    use crate::process::{Events, Status, StepOutput, Tag};
+    use crate::payload::Payloads;
+    use crate::process::{Events, Process, Status, StepOutput, Tag};
     use crate::{Event, Scheduler};
 
     /// Sleeps a millisecond and finishes with what the completion said.

@@ -1,16 +1,24 @@
 //! One process as the scheduler holds it: the body, the mailbox (its MPSC event
-//! queue), its state word and the slot its result waits in until claimed.
+//! queue), its state word and the slot its result waits in until claimed, all in
+//! one allocation made when the process is created (see [`ProcessCell`]).
 
-use std::mem;
+use std::fmt;
+use std::mem::{self, ManuallyDrop};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::state::{AfterStep, EventKind, ProcessState, State, StopRequest, Suspend};
 use crate::command::timer::TimerList;
 use crate::command::{Completer, Join};
+use crate::context::Context;
 use crate::entry_name::EntryName;
+use crate::error::{InitError, StepError};
 use crate::error::{JoinError, ProcessError};
 use crate::payload::Payload;
+use crate::payload::Payloads;
 use crate::pid::Pid;
-use crate::process::{Event, Process, SuspendPoint};
+use crate::process::{Event, Events, Process, StepOutput, SuspendPoint};
+use crate::runtime::panic_message;
+use crate::runtime::queue::lifo::SlotTask;
 use crate::runtime::shared::Filler;
 use crate::runtime::Handle;
 use crate::sync::{AtomicU64, Mutex, Ordering, UnsafeCell};
@@ -39,12 +47,31 @@ impl ResultWaiter {
     }
 }
 
-pub(crate) struct ProcessCell {
+/// A process and everything the scheduler keeps about it, in one allocation: the
+/// [`Header`] and, after it, the process itself (`B`, a concrete type when the cell
+/// is made, `dyn Process` everywhere after). Spawning a process therefore allocates
+/// once for the process and its bookkeeping, where a boxed process in a separate
+/// cell took two allocations, two frees and a pointer chase on every step.
+///
+/// `repr(C)` puts the header at offset 0 whatever `B` is, so a thin pointer to the
+/// cell is a valid pointer to its header, from which [`Header::to_fat`] rebuilds the
+/// full (`dyn`) pointer: see [`ProcessCell::into_thin`].
+#[repr(C)]
+pub(crate) struct ProcessCell<B: ?Sized = dyn Process> {
+    header: Header,
+    /// Touched only through [`Owned`], i.e. by whoever holds the RUNNING state (or
+    /// through `&mut` before the cell is published). Live while `header.body_live`.
+    body: UnsafeCell<ManuallyDrop<B>>,
+}
+
+/// Everything about a process but the process itself.
+pub(crate) struct Header {
     pid: Pid,
     /// The scheduler running the process (`None` only for cells made by unit tests
-    /// and loom models). Completers and the process's `Context` reach the scheduler
-    /// through the cell, so a yield or a send touches the process's own reference
-    /// count, never the scheduler's, which every worker would contend on.
+    /// and loom models, and before spawning). Completers and the process's `Context`
+    /// reach the scheduler through the cell, so a yield or a send touches the
+    /// process's own reference count, never the scheduler's, which every worker
+    /// would contend on.
     handle: Option<Handle>,
     parent: Option<Pid>,
     entry: EntryName,
@@ -58,8 +85,6 @@ pub(crate) struct ProcessCell {
     /// finds the mailbox open knows its event will be seen or dropped by the owner,
     /// never lost in a queue nobody reads without the producer being told.
     mailbox: Mutex<Mailbox>,
-    /// Touched only through [`Owned`], i.e. by whoever holds the RUNNING state.
-    body: UnsafeCell<Option<Box<dyn Process>>>,
     /// Written only by the owner (a plain load and store, no locked instruction).
     steps: AtomicU64,
     /// Where the process waits, for listings. The owner keeps its own copy of the
@@ -73,15 +98,51 @@ pub(crate) struct ProcessCell {
     /// Withdrawing a yield or ending the process looks for timers only if there are
     /// some, so processes that never sleep never take the timer lock.
     timers: TimerList,
+    /// Whether the body holds a live process (it is dropped in place when the
+    /// process ends, while the cell lives on as long as references to it do).
+    /// Touched like the body.
+    body_live: UnsafeCell<bool>,
+    /// Rebuilds the `dyn` pointer to the whole cell from a pointer to this header:
+    /// the one place that remembers the body's concrete type.
+    to_fat: fn(*const Header) -> *const ProcessCell,
 }
 
-// SAFETY: `body` and `published_at` are the only fields that are not `Sync` by
-// themselves. They are accessed only through `Owned`, which exists only while its
-// holder owns the RUNNING state (see the "one owner" invariant in `state.rs`), so no
-// two threads ever touch them at once, and the AcqRel CASes that pass ownership on
-// order one owner's accesses before the next's.
-// `Box<dyn Process>` is `Send`, so moving that access between threads is sound.
-unsafe impl Sync for ProcessCell {}
+// SAFETY: `body`, `body_live` and `published_at` are the only fields that are not
+// `Sync` by themselves. They are accessed only through `Owned`, which exists only
+// while its holder owns the RUNNING state (see the "one owner" invariant in
+// `state.rs`), or through `&mut` before the cell is shared, so no two threads ever
+// touch them at once, and the AcqRel CASes that pass ownership on order one owner's
+// accesses before the next's. The body is `Send`, so moving that access between
+// threads is sound.
+unsafe impl<B: ?Sized + Send> Sync for ProcessCell<B> {}
+// SAFETY: as above; the rest of the header is `Sync`.
+unsafe impl Sync for Header {}
+
+impl std::ops::Deref for ProcessCell {
+    type Target = Header;
+
+    fn deref(&self) -> &Header {
+        &self.header
+    }
+}
+
+impl<B: ?Sized> Drop for ProcessCell<B> {
+    /// A cell dropped with a live body is one whose process never ran to its end: it
+    /// was never spawned (a `Spawn` command nobody handled) or the scheduler forgot
+    /// it. Whoever may drop user data on a worker drops cells quietly.
+    fn drop(&mut self) {
+        let live = self.header.body_live.with_mut(|live| {
+            // SAFETY: `&mut self`: nobody else can touch the cell.
+            unsafe { std::mem::replace(&mut *live, false) }
+        });
+        if live {
+            // SAFETY: the body is live (just checked and cleared, so never dropped
+            // twice), and `&mut self` excludes every other access.
+            self.body
+                .with_mut(|body| unsafe { ManuallyDrop::drop(&mut *body) });
+        }
+    }
+}
 
 /// Events in arrival order: the oldest in `first`, later ones in `rest` (which is
 /// empty while `first` is). Most processes get one event between two steps, which
@@ -123,7 +184,11 @@ impl Mailbox {
 }
 
 enum Outcome {
-    Pending { waiter: Option<ResultWaiter> },
+    /// Not spawned yet: the input its `init` will get.
+    Unstarted(Payloads),
+    Pending {
+        waiter: Option<ResultWaiter>,
+    },
     Finished(Result<Payload, ProcessError>),
     Claimed,
 }
@@ -136,86 +201,228 @@ pub(crate) struct Owned<'a> {
 impl ProcessCell {
     /// A READY cell holding `body`, without a scheduler (for the loom models).
     #[cfg_attr(not(loom), allow(dead_code))]
-    pub(crate) fn new(
+    pub(crate) fn new<P: Process>(
         pid: Pid,
         parent: Option<Pid>,
         entry: &str,
         detached: bool,
-        body: Box<dyn Process>,
-    ) -> Self {
-        let mut cell = Self::unstarted(pid, parent, entry, detached, None);
-        cell.state = State::new_ready();
-        cell.body = UnsafeCell::new(Some(body));
+        body: P,
+    ) -> Arc<ProcessCell> {
+        let mut cell = Self::unspawned(body, entry, Payloads::new(), detached);
+        let header = &mut Arc::get_mut(&mut cell).expect("just made").header;
+        header.pid = pid;
+        header.parent = parent;
+        header.state = State::new_ready();
+        *header.outcome.get_mut() = Outcome::Pending { waiter: None };
         cell
     }
 
-    /// A RUNNING cell without a body, owned by whoever made it.
-    fn unstarted(
-        pid: Pid,
-        parent: Option<Pid>,
+    /// A RUNNING cell holding `process`, owned by whoever made it, with the input
+    /// its `init` will get; no PID or scheduler yet.
+    fn unspawned<P: Process>(
+        process: P,
         entry: &str,
+        input: Payloads,
         detached: bool,
-        handle: Option<Handle>,
+    ) -> Arc<ProcessCell> {
+        Arc::new(ProcessCell::<P> {
+            header: Header {
+                pid: Pid::UNSPAWNED,
+                handle: None,
+                parent: None,
+                entry: EntryName::new(entry),
+                detached,
+                state: State::new_running(),
+                mailbox: Mutex::new(Mailbox::default()),
+                steps: AtomicU64::new(0),
+                suspended_at: Mutex::new(None),
+                published_at: UnsafeCell::new(None),
+                outcome: Mutex::new(Outcome::Unstarted(input)),
+                timers: TimerList::new(),
+                body_live: UnsafeCell::new(true),
+                to_fat: fat_cell::<P>,
+            },
+            body: UnsafeCell::new(ManuallyDrop::new(process)),
+        })
+    }
+
+    /// The cell as a thin pointer, owning one strong count (for slots that hold a
+    /// task in one atomic word). Undone by [`from_thin`](Self::from_thin).
+    pub(crate) fn into_thin(cell: Arc<ProcessCell>) -> *mut Header {
+        // `repr(C)`: the header is at the start of the cell.
+        Arc::into_raw(cell).cast::<Header>().cast_mut()
+    }
+
+    /// Takes back the strong count [`into_thin`](Self::into_thin) gave away.
+    ///
+    /// # Safety
+    /// `thin` came from `into_thin`, and its count is not taken back twice.
+    pub(crate) unsafe fn from_thin(thin: *mut Header) -> Arc<ProcessCell> {
+        // SAFETY: `thin` points to the header of a live cell (its strong count is
+        // still owned), so reading `to_fat` is sound, and `to_fat` rebuilds exactly
+        // the pointer `Arc::into_raw` returned (same address, the body's vtable).
+        unsafe { Arc::from_raw(((*thin).to_fat)(thin)) }
+    }
+}
+
+impl ProcessCell {
+    pub(crate) fn start_running(&self) -> Option<Owned<'_>> {
+        self.state.start_running().then(|| Owned { cell: self })
+    }
+
+    /// Shutdown stopping the process: `Some` when the caller took it over and must
+    /// end it; `None` when it had ended or its worker will end it after its step (see
+    /// [`State::request_stop`]).
+    pub(crate) fn request_stop(&self) -> Option<Owned<'_>> {
+        (self.state.request_stop() == StopRequest::Claimed).then(|| Owned { cell: self })
+    }
+
+    /// Takes back a process whose owner's token was dropped by unwinding (see
+    /// "Orphans" in `state.rs`), to end it.
+    pub(crate) fn reclaim_orphan(&self) -> Option<Owned<'_>> {
+        self.state.reclaim_orphan().then(|| Owned { cell: self })
+    }
+}
+
+/// A process travels through a LIFO slot as a pointer to its header.
+impl SlotTask for Arc<ProcessCell> {
+    type Target = Header;
+
+    fn into_raw(self) -> *mut Header {
+        ProcessCell::into_thin(self)
+    }
+
+    unsafe fn from_raw(raw: *mut Header) -> Self {
+        // SAFETY: forwarded from the caller: `raw` came from `into_raw`, once.
+        unsafe { ProcessCell::from_thin(raw) }
+    }
+}
+
+/// The `dyn` pointer to a cell whose body is a `P`, from the pointer to its header.
+fn fat_cell<P: Process>(header: *const Header) -> *const ProcessCell {
+    header.cast::<ProcessCell<P>>() as *const ProcessCell
+}
+
+/// A process not spawned yet, already in the cell it will run in (so spawning it
+/// allocates nothing more), with its entry and input.
+pub(crate) struct NewProcess(Arc<ProcessCell>);
+
+impl NewProcess {
+    pub(crate) fn new<P: Process>(
+        process: P,
+        entry: &str,
+        input: Payloads,
+        detached: bool,
     ) -> Self {
-        Self {
-            pid,
-            handle,
-            parent,
-            entry: EntryName::new(entry),
-            detached,
-            state: State::new_running(),
-            mailbox: Mutex::new(Mailbox::default()),
-            body: UnsafeCell::new(None),
-            steps: AtomicU64::new(0),
-            suspended_at: Mutex::new(None),
-            published_at: UnsafeCell::new(None),
-            outcome: Mutex::new(Outcome::Pending { waiter: None }),
-            timers: TimerList::new(),
+        Self(ProcessCell::unspawned(process, entry, input, detached))
+    }
+
+    /// The entry it is to run.
+    pub(crate) fn entry(&self) -> &str {
+        self.0.entry()
+    }
+
+    /// Whether its result will be discarded.
+    pub(crate) fn is_detached(&self) -> bool {
+        self.0.detached
+    }
+
+    fn header_mut(&mut self) -> &mut Header {
+        &mut Arc::get_mut(&mut self.0)
+            .expect("an unspawned process's cell is not shared")
+            .header
+    }
+
+    /// Takes the input for `init` (empty the second time).
+    pub(crate) fn take_input(&mut self) -> Payloads {
+        match mem::replace(
+            self.header_mut().outcome.get_mut(),
+            Outcome::Pending { waiter: None },
+        ) {
+            Outcome::Unstarted(input) => input,
+            _ => Payloads::new(),
         }
     }
 
-    /// Makes the cell of a process being spawned on `handle`'s scheduler: `init` gets
-    /// the cell (to build the process's `Context` from) and returns the initialised
-    /// body, or the error that refuses the spawn. The cell is created RUNNING, owned
-    /// by this function, so installing the body needs no other synchronisation than
-    /// the state machine's; it is returned READY, for the caller to register and
-    /// queue.
+    /// The process itself, for the testing harness, which runs it outside any
+    /// scheduler.
+    pub(crate) fn process_mut(&mut self) -> &mut dyn Process {
+        let cell = Arc::get_mut(&mut self.0).expect("an unspawned process's cell is not shared");
+        assert!(
+            cell.header.body_live.with(|live| {
+                // SAFETY: `&mut` access to the whole cell.
+                unsafe { *live }
+            }),
+            "the process was dropped"
+        );
+        // SAFETY: `&mut` access to the whole cell, and the body is live.
+        cell.body.with_mut(|body| unsafe { &mut **body })
+    }
+
+    /// Makes the process `pid` of `handle`'s scheduler: `init` gets the cell (to
+    /// build the process's `Context` from), the process, its entry and its input, and
+    /// returns the error that refuses the spawn, if any (the process is then dropped,
+    /// quietly). The cell is RUNNING, owned by this function, until `init` succeeds;
+    /// it is returned READY, for the caller to register and queue.
     pub(crate) fn spawn<E>(
+        mut self,
         handle: &Handle,
         pid: Pid,
         parent: Option<Pid>,
-        entry: &str,
-        detached: bool,
-        init: impl FnOnce(&Arc<ProcessCell>) -> Result<Box<dyn Process>, E>,
+        init: impl FnOnce(&Arc<ProcessCell>, &mut dyn Process, &str, Payloads) -> Result<(), E>,
     ) -> Result<Arc<ProcessCell>, E> {
-        let cell = Arc::new(Self::unstarted(
-            pid,
-            parent,
-            entry,
-            detached,
-            Some(handle.clone()),
-        ));
-        {
-            let mut owned = Owned { cell: &cell };
-            match init(&cell) {
-                Ok(body) => {
-                    owned.with_body(|slot| *slot = Some(body));
-                    let ready = owned.finish_step(Suspend::Continue);
-                    debug_assert!(
-                        matches!(ready, Ok(true)),
-                        "nobody else can reach an unpublished cell"
-                    );
-                }
-                Err(error) => {
-                    // Never published: nobody will look at it again.
-                    owned.release();
-                    return Err(error);
-                }
+        let input = self.take_input();
+        let header = self.header_mut();
+        header.pid = pid;
+        header.handle = Some(handle.clone());
+        header.parent = parent;
+        let cell = self.0;
+        let mut owned = Owned { cell: &cell };
+        let initialised = owned
+            .with_body(|body| init(&cell, body, cell.entry(), input))
+            .expect("an unspawned process has its body");
+        match initialised {
+            Ok(()) => {
+                let ready = matches!(owned.finish_step(Suspend::Continue), Ok(true));
+                debug_assert!(ready, "nobody else can reach an unpublished cell");
+                Ok(cell)
+            }
+            Err(error) => {
+                // Never published: nobody will look at it again. The body may hold
+                // a `Context` (a reference to the cell): dropping it ends the cycle.
+                let _ = owned.drop_body();
+                owned.release();
+                Err(error)
             }
         }
-        Ok(cell)
+    }
+}
+
+impl fmt::Debug for NewProcess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NewProcess")
+            .field("entry", &self.entry())
+            .field("detached", &self.is_detached())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The testing harness runs spawned processes through this.
+impl Process for NewProcess {
+    fn init(&mut self, ctx: Context, method: &str, input: Payloads) -> Result<(), InitError> {
+        self.process_mut().init(ctx, method, input)
     }
 
+    fn step(&mut self, events: Events<'_>, out: &mut StepOutput) -> Result<(), StepError> {
+        self.process_mut().step(events, out)
+    }
+
+    fn close(&mut self) {
+        self.process_mut().close();
+    }
+}
+
+impl Header {
     /// The scheduler running this process.
     pub(crate) fn handle(&self) -> &Handle {
         self.handle
@@ -275,23 +482,6 @@ impl ProcessCell {
         Ok(self.state.notify(kind))
     }
 
-    pub(crate) fn start_running(&self) -> Option<Owned<'_>> {
-        self.state.start_running().then(|| Owned { cell: self })
-    }
-
-    /// Shutdown stopping the process: `Some` when the caller took it over and must
-    /// end it; `None` when it had ended or its worker will end it after its step (see
-    /// [`State::request_stop`]).
-    pub(crate) fn request_stop(&self) -> Option<Owned<'_>> {
-        (self.state.request_stop() == StopRequest::Claimed).then(|| Owned { cell: self })
-    }
-
-    /// Takes back a process whose owner's token was dropped by unwinding (see
-    /// "Orphans" in `state.rs`), to end it.
-    pub(crate) fn reclaim_orphan(&self) -> Option<Owned<'_>> {
-        self.state.reclaim_orphan().then(|| Owned { cell: self })
-    }
-
     /// Claims the result for `waiter`, which is called exactly once: now, with the
     /// result of a finished process or the reason the claim fails (detached, already
     /// claimed), or later, when the process finishes. A result is handed out once.
@@ -310,6 +500,7 @@ impl ProcessCell {
                 *slot = Some(waiter);
                 false
             }
+            Outcome::Unstarted(_) => unreachable!("only spawned processes are claimed"),
             Outcome::Pending { waiter: Some(_) } | Outcome::Claimed => {
                 drop(outcome);
                 waiter.answer(Err(JoinError::AlreadyClaimed(self.pid)));
@@ -340,6 +531,7 @@ impl ProcessCell {
         let mut outcome = self.outcome.lock();
         match &mut *outcome {
             Outcome::Pending { waiter } => waiter.take().is_some(),
+            Outcome::Unstarted(_) => unreachable!("only spawned processes are claimed"),
             _ => false,
         }
     }
@@ -357,7 +549,7 @@ impl ProcessCell {
                     *outcome = Outcome::Finished(result);
                     return false;
                 }
-                Outcome::Finished(_) | Outcome::Claimed => {
+                Outcome::Unstarted(_) | Outcome::Finished(_) | Outcome::Claimed => {
                     unreachable!("a process finishes once")
                 }
             }
@@ -399,11 +591,48 @@ impl<'a> Owned<'a> {
         true
     }
 
-    /// Runs `f` on the body (`None` once the process was closed).
-    pub(crate) fn with_body<R>(&mut self, f: impl FnOnce(&mut Option<Box<dyn Process>>) -> R) -> R {
-        // SAFETY: `Owned` exists only while its holder owns the RUNNING state, so no
-        // other thread can be inside this cell's body (see the Sync impl above).
-        self.cell.body.with_mut(|body| f(unsafe { &mut *body }))
+    /// Runs `f` on the body; `None` once the process was closed.
+    pub(crate) fn with_body<R>(&mut self, f: impl FnOnce(&mut dyn Process) -> R) -> Option<R> {
+        // SAFETY (both blocks): `Owned` exists only while its holder owns the RUNNING
+        // state, so no other thread can be inside this cell's body (see the Sync
+        // impl above); the body is live, just checked.
+        let live = self.cell.body_live.with(|live| unsafe { *live });
+        live.then(|| self.cell.body.with_mut(|body| f(unsafe { &mut **body })))
+    }
+
+    /// Calls the body's `close`, then drops it in place, each under its own
+    /// `catch_unwind` (a panicking drop after a panicking `close` must not abort).
+    /// `Err`: the first panic's message. Nothing to do once the body is gone.
+    pub(crate) fn close_body(&mut self) -> Result<(), String> {
+        let Some(closed) = self.with_body(|body| catch_unwind(AssertUnwindSafe(|| body.close())))
+        else {
+            return Ok(());
+        };
+        let dropped = self.drop_body();
+        closed.map_err(|panic| panic_message(&*panic)).and(dropped)
+    }
+
+    /// Drops the body in place, catching a panic (`Err`: its message). The cell's
+    /// memory stays until the last reference to it goes.
+    pub(crate) fn drop_body(&mut self) -> Result<(), String> {
+        // SAFETY: as in `with_body`. Cleared before the drop, so a panicking drop
+        // leaves a body nobody drops again.
+        let live = self
+            .cell
+            .body_live
+            .with_mut(|live| unsafe { mem::replace(&mut *live, false) });
+        if !live {
+            return Ok(());
+        }
+        self.cell
+            .body
+            .with_mut(|body| {
+                // SAFETY: as in `with_body`; the body was live and is dropped once.
+                catch_unwind(AssertUnwindSafe(|| unsafe {
+                    ManuallyDrop::drop(&mut *body)
+                }))
+            })
+            .map_err(|panic| panic_message(&*panic))
     }
 
     pub(crate) fn record_step(&mut self, suspended_at: Option<SuspendPoint>) {
@@ -473,5 +702,105 @@ impl Drop for Owned<'_> {
     /// the worker that catches the panic can reclaim and end it.
     fn drop(&mut self) {
         self.cell.state.mark_orphaned();
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// Counts its drops in `drops`; `align(64)` so the body sits at another offset
+    /// than a word-aligned one would.
+    #[repr(align(64))]
+    struct Counted {
+        drops: Arc<AtomicUsize>,
+        payload: [u8; 100],
+    }
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.drops.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    impl Process for Counted {
+        fn init(&mut self, _: Context, _: &str, _: Payloads) -> Result<(), InitError> {
+            Ok(())
+        }
+
+        fn step(&mut self, _: Events<'_>, _: &mut StepOutput) -> Result<(), StepError> {
+            Ok(())
+        }
+    }
+
+    fn counted() -> (Counted, Arc<AtomicUsize>) {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let body = Counted {
+            drops: drops.clone(),
+            payload: [7; 100],
+        };
+        (body, drops)
+    }
+
+    fn drops(counter: &AtomicUsize) -> usize {
+        counter.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    #[test]
+    fn a_thin_pointer_gives_back_the_same_cell_with_its_body() {
+        let (body, dropped) = counted();
+        let cell = ProcessCell::new(Pid::from_raw(9), None, "run", false, body);
+        let address = Arc::as_ptr(&cell).cast::<u8>();
+        let thin = ProcessCell::into_thin(cell);
+        assert_eq!(thin.cast::<u8>().cast_const(), address);
+        // SAFETY: `thin` came from `into_thin` just above, taken back once.
+        let cell = unsafe { ProcessCell::from_thin(thin) };
+        assert_eq!(cell.pid(), Pid::from_raw(9));
+        assert_eq!(Arc::strong_count(&cell), 1);
+        let mut owned = cell.start_running().expect("READY");
+        let seen = owned.with_body(|body| {
+            // The vtable is the body's: `Counted`'s alignment and size survive.
+            (std::mem::align_of_val(body), std::mem::size_of_val(body))
+        });
+        assert_eq!(seen, Some((64, std::mem::size_of::<Counted>())));
+        assert_eq!(owned.drop_body(), Ok(()));
+        assert_eq!(drops(&dropped), 1);
+        assert!(owned.with_body(|_| ()).is_none(), "the body is gone");
+        assert_eq!(owned.drop_body(), Ok(()), "dropping twice does nothing");
+        owned.release();
+        drop(cell);
+        assert_eq!(drops(&dropped), 1, "the cell does not drop a dropped body");
+    }
+
+    #[test]
+    fn a_cell_dropped_with_its_body_drops_the_body_once() {
+        let (body, dropped) = counted();
+        let cell = ProcessCell::new(Pid::from_raw(1), None, "run", false, body);
+        let other = cell.clone();
+        drop(cell);
+        assert_eq!(drops(&dropped), 0, "another reference keeps it");
+        drop(other);
+        assert_eq!(drops(&dropped), 1);
+    }
+
+    #[test]
+    fn an_unspawned_process_keeps_its_entry_input_and_body_until_dropped() {
+        let (body, dropped) = counted();
+        let mut new = NewProcess::new(
+            body,
+            "serve",
+            Payloads::from(vec![Payload::new(3_u8)]),
+            true,
+        );
+        assert_eq!(new.entry(), "serve");
+        assert!(new.is_detached());
+        let input = new.take_input();
+        assert_eq!(input.len(), 1);
+        assert_eq!(input[0].downcast_ref::<u8>(), Some(&3));
+        assert!(new.take_input().is_empty(), "the input is handed out once");
+        let _: &mut dyn Process = new.process_mut();
+        drop(new);
+        assert_eq!(drops(&dropped), 1);
     }
 }

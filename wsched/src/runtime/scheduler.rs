@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::builder::Builder;
+use super::cell::NewProcess;
 use super::metrics::{Metrics, ProcessInfo};
 use super::shared::Shared;
 use crate::error::{BuildError, CancelError, JoinError, SendError, SpawnError};
@@ -305,7 +306,7 @@ impl Handle {
         method: &str,
         input: impl IntoPayloads,
     ) -> Result<Pid, SpawnError> {
-        self.spawn_boxed(process, method, input, false)
+        self.spawn_new(process, method, input, false)
     }
 
     /// Like [`spawn`](Self::spawn), but the result is dropped when the process
@@ -319,20 +320,23 @@ impl Handle {
         method: &str,
         input: impl IntoPayloads,
     ) -> Result<Pid, SpawnError> {
-        self.spawn_boxed(process, method, input, true)
+        self.spawn_new(process, method, input, true)
     }
 
-    fn spawn_boxed<P: IntoProcess>(
+    fn spawn_new<P: IntoProcess>(
         &self,
         process: P,
         method: &str,
         input: impl IntoPayloads,
         detached: bool,
     ) -> Result<Pid, SpawnError> {
-        let process = Box::new(process.into_process());
-        let input = input.into_payloads();
-        self.shared
-            .spawn(self, None, process, method, input, detached)
+        let process = NewProcess::new(
+            process.into_process(),
+            method,
+            input.into_payloads(),
+            detached,
+        );
+        self.shared.spawn(self, None, process)
     }
 
     /// Sends `message` to `to` (with no sender PID). A process waiting for a message

@@ -1,17 +1,16 @@
 //! What all workers and handles share: spawning, sending, scheduling, finishing.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::cell::{Owned, ProcessCell, ResultWaiter};
+use super::cell::{Header, NewProcess, Owned, ProcessCell, ResultWaiter};
 use super::idle::Idle;
 use super::metrics::{GlobalCounters, Metrics, ProcessInfo, WorkerCounters};
 use super::queue::inject::Inject;
 use super::queue::lifo::LifoSlot;
 use super::queue::local::{Overflow, Steal};
 use super::registry::Registry;
-use super::{drop_all_quietly, drop_quietly, panic_message, worker};
+use super::{drop_all_quietly, drop_quietly, worker};
 use crate::command::blocking::BlockingPool;
 use crate::command::handler::Handlers;
 use crate::command::timer::Timers;
@@ -19,9 +18,9 @@ use crate::context::{Backend, Context};
 use crate::error::{
     CancelError, JoinError, Phase, ProcessError, SendError, SendErrorKind, SpawnError,
 };
-use crate::payload::{Payload, Payloads};
+use crate::payload::Payload;
 use crate::pid::{Pid, PidAllocator};
-use crate::process::{init_process, Event, Message, Process};
+use crate::process::{init_process, Event, Message};
 use crate::runtime::Handle;
 use crate::sync::{fence, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
 
@@ -38,7 +37,7 @@ pub(crate) struct Shared {
     pub(crate) inject: Inject<Task>,
     pub(crate) stealers: Box<[Steal<Task>]>,
     /// Each worker's LIFO slot, by worker index (see `queue/lifo.rs`).
-    pub(crate) lifos: Box<[CachePadded<LifoSlot<ProcessCell>>]>,
+    pub(crate) lifos: Box<[CachePadded<LifoSlot<Task>>]>,
     pub(crate) idle: Idle,
     pub(crate) counters: Box<[crossbeam_utils::CachePadded<WorkerCounters>]>,
     pub(crate) globals: GlobalCounters,
@@ -96,7 +95,7 @@ impl Shared {
     }
 
     /// Worker `index`'s LIFO slot.
-    pub(crate) fn lifo(&self, index: usize) -> &LifoSlot<ProcessCell> {
+    pub(crate) fn lifo(&self, index: usize) -> &LifoSlot<Task> {
         &self.lifos[index]
     }
 
@@ -115,10 +114,7 @@ impl Shared {
         &self,
         handle: &Handle,
         parent: Option<Pid>,
-        process: Box<dyn Process>,
-        method: &str,
-        input: Payloads,
-        detached: bool,
+        process: NewProcess,
     ) -> Result<Pid, SpawnError> {
         debug_assert!(std::ptr::eq(handle.shared(), self));
         self.live.fetch_add(1, Ordering::SeqCst);
@@ -133,17 +129,10 @@ impl Shared {
             return Err(SpawnError::ShuttingDown);
         }
         let pid = self.pids.next();
-        let spawned = ProcessCell::spawn(handle, pid, parent, method, detached, |cell| {
-            let mut process = process;
+        let spawned = process.spawn(handle, pid, parent, |cell, body, method, input| {
             // The process reaches the scheduler through its own cell.
-            let ctx = Context::new(pid, cell.clone());
-            match init_process(&mut *process, ctx, method, input) {
-                Ok(()) => Ok(process),
-                Err(error) => {
-                    drop_quietly(process);
-                    Err(error)
-                }
-            }
+            let ctx = Context::of_process(pid, cell.clone());
+            init_process(body, ctx, method, input)
         });
         let cell = match spawned {
             Ok(cell) => cell,
@@ -293,13 +282,11 @@ impl Shared {
     /// there turns the result into an error), publishes the result.
     pub(crate) fn finish(&self, mut owned: Owned<'_>, mut result: Result<Payload, ProcessError>) {
         let leftovers = owned.close_mailbox();
-        if let Some(body) = owned.with_body(Option::take) {
-            if let Err(message) = close_body(body) {
-                result = Err(ProcessError::Panicked {
-                    phase: Phase::Close,
-                    message,
-                });
-            }
+        if let Err(message) = owned.close_body() {
+            result = Err(ProcessError::Panicked {
+                phase: Phase::Close,
+                message,
+            });
         }
         // Unread events may hold user payloads whose drop could panic: keep that off
         // the worker.
@@ -515,29 +502,11 @@ impl OneShot {
     }
 }
 
-/// Calls `close` and drops the body, catching a panic in either.
-fn close_body(mut body: Box<dyn Process>) -> Result<(), String> {
-    catch_unwind(AssertUnwindSafe(move || {
-        body.close();
-        drop(body);
-    }))
-    .map_err(|panic| panic_message(&*panic))
-}
-
 /// A process's `Context` talks to the scheduler through the process's own cell.
-impl Backend for ProcessCell {
-    fn spawn(
-        &self,
-        parent: Option<Pid>,
-        process: Box<dyn Process>,
-        method: &str,
-        input: Payloads,
-        detached: bool,
-    ) -> Result<Pid, SpawnError> {
+impl Backend for Header {
+    fn spawn(&self, parent: Option<Pid>, process: NewProcess) -> Result<Pid, SpawnError> {
         let handle = self.handle();
-        handle
-            .shared()
-            .spawn(handle, parent, process, method, input, detached)
+        handle.shared().spawn(handle, parent, process)
     }
 
     fn send(&self, from: Option<Pid>, to: Pid, payload: Payload) -> Result<(), SendError> {

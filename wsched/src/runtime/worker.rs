@@ -40,7 +40,6 @@ use super::{drop_all_quietly, drop_quietly, panic_message};
 use crate::command::dispatch_direct;
 use crate::error::{Phase, ProcessError, StepError};
 use crate::process::{Event, Events, Status, StepOutput};
-use crate::runtime::cell::ProcessCell;
 use crate::sync::{spin_loop, thread};
 
 /// How often the global queue is checked first (Go's figure).
@@ -372,7 +371,7 @@ impl Core {
 /// (its step counter does not move): then the slot's process would wait behind the
 /// rest of that step. A worker between steps takes its own slot within the grace.
 fn steal_lifo(shared: &Shared, victim: usize) -> Option<Task> {
-    let slot: &LifoSlot<ProcessCell> = shared.lifo(victim);
+    let slot: &LifoSlot<Task> = shared.lifo(victim);
     if !slot.is_occupied() {
         return None;
     }
@@ -456,12 +455,11 @@ fn run_task(
     let mut budget = RESTEP_BUDGET;
     loop {
         out.clear();
-        let stepped = owned.with_body(|body| {
-            let body = body
-                .as_mut()
-                .expect("a process that has not ended has a body");
-            catch_unwind(AssertUnwindSafe(|| body.step(Events::new(events), out)))
-        });
+        let stepped = owned
+            .with_body(|body| {
+                catch_unwind(AssertUnwindSafe(|| body.step(Events::new(events), out)))
+            })
+            .expect("a process that has not ended has a body");
         // Events the step did not consume, and the yields of a failed step, are
         // user values: dropped quietly.
         clear_quietly(events);

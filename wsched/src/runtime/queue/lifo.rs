@@ -9,12 +9,13 @@
 //!
 //! # Invariants
 //!
-//! * The slot holds either nothing (a null pointer) or one task, as a pointer
-//!   obtained from [`Arc::into_raw`] whose strong count the slot owns.
+//! * The slot holds either nothing (a null pointer) or one task, as the thin
+//!   pointer [`SlotTask::into_raw`] made of it (for an `Arc`, its strong count),
+//!   which the slot owns.
 //! * Every access is a single atomic `swap`: `put` swaps a task in, `take` swaps
 //!   null in. Each pointer that is swapped in is therefore swapped out exactly once,
-//!   by whoever's swap returned it, who turns it back into an `Arc` with
-//!   [`Arc::from_raw`]: a task is never lost, duplicated or dropped twice.
+//!   by whoever's swap returned it, who turns it back into the task with
+//!   [`SlotTask::from_raw`]: a task is never lost, duplicated or dropped twice.
 //! * Swaps are `AcqRel`: the release half publishes the task (and everything its
 //!   waker wrote before queueing it) to whoever takes it; the acquire half makes the
 //!   taker see it.
@@ -27,20 +28,47 @@ use std::sync::Arc;
 
 use crate::sync::{AtomicPtr, Ordering};
 
-pub(crate) struct LifoSlot<T> {
-    task: AtomicPtr<T>,
-    /// The slot owns an `Arc<T>` when non-null.
-    _owns: PhantomData<Arc<T>>,
+/// A task that travels through the slot as one thin pointer owning it.
+pub(crate) trait SlotTask: Sized {
+    /// What the thin pointer points to.
+    type Target;
+
+    /// Gives up the task as a pointer that owns it.
+    fn into_raw(self) -> *mut Self::Target;
+
+    /// Takes back the task `into_raw` gave up.
+    ///
+    /// # Safety
+    /// `raw` came from `into_raw`, and is taken back once.
+    unsafe fn from_raw(raw: *mut Self::Target) -> Self;
 }
 
-// SAFETY: the slot moves `Arc<T>`s between threads (put by one, taken by another),
-// which is sound when `Arc<T>: Send`, i.e. `T: Send + Sync`. It never hands out a
-// shared reference to its content.
-unsafe impl<T: Send + Sync> Send for LifoSlot<T> {}
-// SAFETY: as above; all access goes through atomic swaps.
-unsafe impl<T: Send + Sync> Sync for LifoSlot<T> {}
+impl<T> SlotTask for Arc<T> {
+    type Target = T;
 
-impl<T> LifoSlot<T> {
+    fn into_raw(self) -> *mut T {
+        Arc::into_raw(self).cast_mut()
+    }
+
+    unsafe fn from_raw(raw: *mut T) -> Self {
+        // SAFETY: the caller passes back what `into_raw` returned, once.
+        unsafe { Arc::from_raw(raw) }
+    }
+}
+
+pub(crate) struct LifoSlot<T: SlotTask> {
+    task: AtomicPtr<T::Target>,
+    /// The slot owns a `T` when non-null.
+    _owns: PhantomData<T>,
+}
+
+// SAFETY: the slot moves tasks between threads (put by one, taken by another), which
+// is sound when `T: Send`. It never hands out a shared reference to its content.
+unsafe impl<T: SlotTask + Send> Send for LifoSlot<T> {}
+// SAFETY: as above; all access goes through atomic swaps.
+unsafe impl<T: SlotTask + Send> Sync for LifoSlot<T> {}
+
+impl<T: SlotTask> LifoSlot<T> {
     pub(crate) fn new() -> Self {
         Self {
             task: AtomicPtr::new(std::ptr::null_mut()),
@@ -49,23 +77,23 @@ impl<T> LifoSlot<T> {
     }
 
     /// Puts `task` into the slot; returns the task it held before, if any.
-    pub(crate) fn put(&self, task: Arc<T>) -> Option<Arc<T>> {
-        let new = Arc::into_raw(task).cast_mut();
+    pub(crate) fn put(&self, task: T) -> Option<T> {
+        let new = task.into_raw();
         let previous = self.task.swap(new, Ordering::AcqRel);
-        // SAFETY: a non-null value in the slot came from `Arc::into_raw` in `put`, and
-        // our swap removed it, so we own that strong count (see the invariants).
-        (!previous.is_null()).then(|| unsafe { Arc::from_raw(previous) })
+        // SAFETY: a non-null value in the slot came from `into_raw` in `put`, and our
+        // swap removed it, so we own it (see the invariants).
+        (!previous.is_null()).then(|| unsafe { T::from_raw(previous) })
     }
 
     /// Takes the task out of the slot, if it holds one.
-    pub(crate) fn take(&self) -> Option<Arc<T>> {
+    pub(crate) fn take(&self) -> Option<T> {
         // A plain load first: an empty slot (most calls) costs no locked instruction.
         if self.task.load(Ordering::Relaxed).is_null() {
             return None;
         }
         let previous = self.task.swap(std::ptr::null_mut(), Ordering::AcqRel);
-        // SAFETY: as in `put`: our swap removed the pointer, so we own its count.
-        (!previous.is_null()).then(|| unsafe { Arc::from_raw(previous) })
+        // SAFETY: as in `put`: our swap removed the pointer, so we own it.
+        (!previous.is_null()).then(|| unsafe { T::from_raw(previous) })
     }
 
     /// Whether the slot looks occupied (a racy hint; the park protocol orders it
@@ -75,13 +103,13 @@ impl<T> LifoSlot<T> {
     }
 }
 
-impl<T> Drop for LifoSlot<T> {
+impl<T: SlotTask> Drop for LifoSlot<T> {
     fn drop(&mut self) {
         drop(self.take());
     }
 }
 
-impl<T> Default for LifoSlot<T> {
+impl<T: SlotTask> Default for LifoSlot<T> {
     fn default() -> Self {
         Self::new()
     }

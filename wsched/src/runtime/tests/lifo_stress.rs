@@ -34,7 +34,7 @@ fn record(taken: &[AtomicU8], task: Arc<Tracked>) -> usize {
 
 #[test]
 fn nothing_put_in_the_lifo_slot_is_lost_or_taken_twice() {
-    let slot = Arc::new(LifoSlot::<Tracked>::new());
+    let slot = Arc::new(LifoSlot::<Arc<Tracked>>::new());
     let taken: Arc<Vec<AtomicU8>> = Arc::new((0..TASKS).map(|_| AtomicU8::new(0)).collect());
     let done = Arc::new(AtomicBool::new(false));
     let thieves: Vec<_> = (0..THIEVES)

@@ -253,13 +253,7 @@ impl Process for Inert {
 #[test]
 fn a_withdrawn_wait_racing_the_end_of_its_process_loses_nothing() {
     loom::model(|| {
-        let cell = Arc::new(ProcessCell::new(
-            Pid::from_raw(1),
-            None,
-            "run",
-            false,
-            Box::new(Inert),
-        ));
+        let cell = ProcessCell::new(Pid::from_raw(1), None, "run", false, Inert);
         let answered = Arc::new(AtomicUsize::new(0));
         let finisher = {
             let cell = cell.clone();

@@ -23,8 +23,8 @@ impl Process for Inert {
     }
 }
 
-fn cell() -> ProcessCell {
-    ProcessCell::new(Pid::from_raw(1), None, "run", false, Box::new(Inert))
+fn cell() -> std::sync::Arc<ProcessCell> {
+    ProcessCell::new(Pid::from_raw(1), None, "run", false, Inert)
 }
 
 fn completion() -> Event {
@@ -48,7 +48,7 @@ fn run_step(cell: &ProcessCell, suspend: Suspend) -> (usize, bool) {
     let mut events = Vec::new();
     owned.take_events(&mut events);
     let seen = events.len();
-    owned.with_body(|body| assert!(body.is_some()));
+    assert!(owned.with_body(|_| ()).is_some());
     let requeue = owned
         .finish_step(suspend)
         .unwrap_or_else(|_| panic!("no stop was requested"));
@@ -67,7 +67,7 @@ fn leftover_events(cell: &ProcessCell) -> usize {
 #[test]
 fn completion_while_running_queues_the_process_exactly_once() {
     loom::model(|| {
-        let cell = Arc::new(cell());
+        let cell = cell();
         let queued = Arc::new(AtomicUsize::new(0));
         let handler = {
             let (cell, queued) = (cell.clone(), queued.clone());
@@ -97,7 +97,7 @@ fn completion_while_running_queues_the_process_exactly_once() {
 #[test]
 fn message_racing_the_move_to_waiting_for_a_message_is_not_lost() {
     loom::model(|| {
-        let cell = Arc::new(cell());
+        let cell = cell();
         let queued = Arc::new(AtomicUsize::new(0));
         let sender = {
             let (cell, queued) = (cell.clone(), queued.clone());
@@ -124,7 +124,7 @@ fn message_racing_the_move_to_waiting_for_a_message_is_not_lost() {
 #[test]
 fn a_message_does_not_wake_a_process_waiting_for_yields() {
     loom::model(|| {
-        let cell = Arc::new(cell());
+        let cell = cell();
         let sender = {
             let cell = cell.clone();
             loom::thread::spawn(move || cell.push_event(message()).expect("mailbox open"))
@@ -143,7 +143,7 @@ fn a_message_does_not_wake_a_process_waiting_for_yields() {
 #[test]
 fn cancel_and_completion_racing_queue_a_waiting_process_once() {
     loom::model(|| {
-        let cell = Arc::new(cell());
+        let cell = cell();
         let (_, requeue) = run_step(&cell, Suspend::Yields);
         assert!(!requeue);
         let queued = Arc::new(AtomicUsize::new(0));
@@ -169,7 +169,7 @@ fn cancel_and_completion_racing_queue_a_waiting_process_once() {
 #[test]
 fn shutdown_stop_racing_a_completion_ends_the_process_exactly_once() {
     loom::model(|| {
-        let cell = Arc::new(cell());
+        let cell = cell();
         let (_, requeue) = run_step(&cell, Suspend::Yields);
         assert!(!requeue);
         let endings = Arc::new(AtomicUsize::new(0));
@@ -204,7 +204,7 @@ fn shutdown_stop_racing_a_completion_ends_the_process_exactly_once() {
 #[test]
 fn shutdown_stop_racing_the_end_of_a_step_ends_the_process_exactly_once() {
     loom::model(|| {
-        let cell = Arc::new(cell());
+        let cell = cell();
         let endings = Arc::new(AtomicUsize::new(0));
         let end = |owned: crate::runtime::cell::Owned<'_>| {
             let mut owned = owned;
