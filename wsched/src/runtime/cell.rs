@@ -715,7 +715,7 @@ mod tests {
     #[repr(align(64))]
     struct Counted {
         drops: Arc<AtomicUsize>,
-        payload: [u8; 100],
+        _bulk: [u8; 100],
     }
 
     impl Drop for Counted {
@@ -738,7 +738,7 @@ mod tests {
         let drops = Arc::new(AtomicUsize::new(0));
         let body = Counted {
             drops: drops.clone(),
-            payload: [7; 100],
+            _bulk: [7; 100],
         };
         (body, drops)
     }
