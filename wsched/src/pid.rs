@@ -40,34 +40,13 @@ impl fmt::Debug for Pid {
     }
 }
 
-/// Hands out PIDs in increasing order, starting at 1.
-#[derive(Debug)]
-pub(crate) struct PidAllocator(std::sync::atomic::AtomicU64);
-
-impl PidAllocator {
-    pub(crate) const fn new() -> Self {
-        Self(std::sync::atomic::AtomicU64::new(1))
-    }
-
-    /// Whether `pid` was handed out by this allocator.
-    pub(crate) fn issued(&self, pid: Pid) -> bool {
-        pid.as_u64() < self.0.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    pub(crate) fn next(&self) -> Pid {
-        // Relaxed: uniqueness needs only the atomicity of the increment.
-        Pid::from_raw(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn pids_are_unique_increasing_and_printable() {
-        let a = PidAllocator::new();
-        let (p1, p2) = (a.next(), a.next());
+    fn pids_are_printable_and_round_trip() {
+        let (p1, p2) = (Pid::from_raw(1), Pid::from_raw(2));
         assert!(p1 < p2);
         assert_eq!(p1.to_string(), "<1>");
         assert_eq!(format!("{p2:?}"), "Pid<2>");

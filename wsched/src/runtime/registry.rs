@@ -1,61 +1,215 @@
 //! The PID table: which processes exist, for routing messages and claiming results.
 //!
+//! A slab, not a hash map: a PID names its slot, so finding a process is an index,
+//! and a freed slot is reused by the next spawn (its memory is warm, and the table
+//! stays as large as the peak number of processes, not the number ever spawned).
 //! Sharded so that spawns, sends and finishes on different workers rarely meet on a
 //! lock. A cell stays in the table from spawn until its result is handed out (to a
 //! join or wait) or, for detached processes, until it finishes.
-
-use std::collections::HashMap;
+//!
+//! # PIDs
+//!
+//! A PID's low 32 bits are its slot's number plus one (slot `n` is entry `n /
+//! SHARDS` of shard `n % SHARDS`); its high 32 bits are the slot's generation, which
+//! grows each time the slot is freed. So a PID names one process only, ever: a slot
+//! whose generation would wrap is retired instead of reused. The first process of
+//! each slot has generation 0, so the PIDs of a fresh scheduler are small numbers.
+//! Whether a PID was ever issued is known from its slot alone (the slot exists and
+//! its generation has reached the PID's), which tells "finished" from "no such
+//! process" in send errors.
 
 use super::cell::ProcessCell;
-use crate::fast_hash::FastHash;
 use crate::pid::Pid;
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::Mutex;
+use crate::sync::{AtomicUsize, Mutex, Ordering};
 
 const SHARDS: usize = 64;
 
-type Shard = HashMap<Pid, Arc<ProcessCell>, FastHash>;
+/// Slots each shard has room for from the start, so that a scheduler running fewer
+/// than `SHARDS * INITIAL_SLOTS` processes never grows its table.
+const INITIAL_SLOTS: usize = 16;
+
+/// One process's place in the table.
+struct Slot {
+    /// The generation of the PID this slot was last issued under.
+    generation: u32,
+    /// Whether a PID of this generation is issued and not yet freed (its process is
+    /// being initialised, or is in `cell`).
+    taken: bool,
+    /// Freed under the last generation: never issued again.
+    retired: bool,
+    cell: Option<Arc<ProcessCell>>,
+}
+
+#[derive(Default)]
+struct Shard {
+    slots: Vec<Slot>,
+    /// Free slots, the most recently freed last (reused first: warm memory).
+    free: Vec<u32>,
+}
 
 pub(crate) struct Registry {
     /// Padded: neighbouring shards on one cache line would make workers touching
     /// different processes contend anyway.
     shards: Box<[CachePadded<Mutex<Shard>>]>,
+    /// Where the next spawn takes a slot: a hint that spreads spawns over the
+    /// shards, updated without a locked instruction (two spawns that read the same
+    /// value share a shard, which is harmless).
+    cursor: AtomicUsize,
+}
+
+/// Where a PID's slot is.
+struct Place {
+    shard: usize,
+    index: usize,
+    generation: u32,
+}
+
+impl Place {
+    fn of(pid: Pid) -> Self {
+        let raw = pid.as_u64();
+        let slot = (raw as u32).wrapping_sub(1) as usize;
+        Self {
+            shard: slot % SHARDS,
+            index: slot / SHARDS,
+            generation: (raw >> 32) as u32,
+        }
+    }
+
+    fn pid(shard: usize, index: usize, generation: u32) -> Pid {
+        let slot = index * SHARDS + shard;
+        Pid::from_raw((u64::from(generation) << 32) | (slot as u64 + 1))
+    }
+}
+
+impl Shard {
+    fn new() -> Self {
+        Self {
+            slots: Vec::with_capacity(INITIAL_SLOTS),
+            free: Vec::with_capacity(INITIAL_SLOTS),
+        }
+    }
 }
 
 impl Registry {
     pub(crate) fn new() -> Self {
         Self {
             shards: (0..SHARDS)
-                .map(|_| CachePadded::new(Mutex::new(Shard::default())))
+                .map(|_| CachePadded::new(Mutex::new(Shard::new())))
                 .collect(),
+            cursor: AtomicUsize::new(0),
         }
     }
 
-    fn shard(&self, pid: Pid) -> &Mutex<Shard> {
-        &self.shards[(pid.as_u64() as usize) % SHARDS]
+    fn shard(&self, place: &Place) -> &Mutex<Shard> {
+        &self.shards[place.shard]
     }
 
-    pub(crate) fn insert(&self, cell: Arc<ProcessCell>) {
-        self.shard(cell.pid()).lock().insert(cell.pid(), cell);
+    /// Issues a PID for a process about to be initialised: its slot is taken, but
+    /// lookups find nothing there until [`publish`](Self::publish). Every issued PID
+    /// is then published or [`release`](Self::release)d.
+    ///
+    /// # Panics
+    /// If the table is full (2³² − 1 slots, billions of live processes).
+    pub(crate) fn reserve(&self) -> Pid {
+        let start = self.cursor.load(Ordering::Relaxed);
+        self.cursor.store(start.wrapping_add(1), Ordering::Relaxed);
+        let shard_index = start % SHARDS;
+        let mut shard = self.shards[shard_index].lock();
+        let index = match shard.free.pop() {
+            Some(index) => index as usize,
+            None => {
+                let index = shard.slots.len();
+                assert!(
+                    (index * SHARDS + shard_index) < u32::MAX as usize,
+                    "the PID table is full: over four billion live processes"
+                );
+                shard.slots.push(Slot {
+                    generation: 0,
+                    taken: false,
+                    retired: false,
+                    cell: None,
+                });
+                index
+            }
+        };
+        let slot = &mut shard.slots[index];
+        debug_assert!(!slot.taken && slot.cell.is_none());
+        slot.taken = true;
+        Place::pid(shard_index, index, slot.generation)
+    }
+
+    /// Makes the process reachable under its PID (issued by [`reserve`](Self::reserve)).
+    pub(crate) fn publish(&self, cell: Arc<ProcessCell>) {
+        let place = Place::of(cell.pid());
+        let mut shard = self.shard(&place).lock();
+        let slot = &mut shard.slots[place.index];
+        debug_assert!(slot.taken && slot.generation == place.generation && slot.cell.is_none());
+        slot.cell = Some(cell);
+    }
+
+    /// Frees the slot of a PID that was reserved but never published (its `init`
+    /// failed), or whose process is done.
+    pub(crate) fn release(&self, pid: Pid) {
+        drop(self.free(pid));
+    }
+
+    /// Frees `pid`'s slot; returns the cell it held.
+    fn free(&self, pid: Pid) -> Option<Arc<ProcessCell>> {
+        let place = Place::of(pid);
+        let mut guard = self.shard(&place).lock();
+        let shard = &mut *guard;
+        let slot = shard.slots.get_mut(place.index)?;
+        if !slot.taken || slot.generation != place.generation {
+            return None;
+        }
+        slot.taken = false;
+        let cell = slot.cell.take();
+        // A slot whose generation would wrap is retired: its PIDs stay unique.
+        match slot.generation.checked_add(1) {
+            Some(next) => {
+                slot.generation = next;
+                shard.free.push(place.index as u32);
+            }
+            None => slot.retired = true,
+        }
+        cell
     }
 
     pub(crate) fn get(&self, pid: Pid) -> Option<Arc<ProcessCell>> {
-        self.shard(pid).lock().get(&pid).cloned()
+        self.with(pid, Arc::clone)
     }
 
     /// Runs `f` on `pid`'s cell under its shard's lock, sparing the reference-count
     /// traffic of [`get`](Self::get) on the hot path of sends. `f` must be short and
     /// must not touch the registry.
     pub(crate) fn with<R>(&self, pid: Pid, f: impl FnOnce(&Arc<ProcessCell>) -> R) -> Option<R> {
-        self.shard(pid).lock().get(&pid).map(f)
+        let place = Place::of(pid);
+        let shard = self.shard(&place).lock();
+        let slot = shard.slots.get(place.index)?;
+        if slot.generation != place.generation {
+            return None;
+        }
+        slot.cell.as_ref().map(f)
     }
 
+    /// Whether `pid` was ever issued by this table.
+    pub(crate) fn issued(&self, pid: Pid) -> bool {
+        let place = Place::of(pid);
+        let shard = self.shard(&place).lock();
+        shard.slots.get(place.index).is_some_and(|slot| {
+            place.generation < slot.generation
+                || (place.generation == slot.generation && (slot.taken || slot.retired))
+        })
+    }
+
+    /// Forgets `pid`'s process (its result was handed out, or nobody will claim it).
     pub(crate) fn remove(&self, pid: Pid) {
         // Dropped outside the lock: the cell's last reference may go here.
-        let removed = self.shard(pid).lock().remove(&pid);
+        let removed = self.free(pid);
         drop(removed);
     }
 
@@ -63,7 +217,7 @@ impl Registry {
     pub(crate) fn cells(&self) -> Vec<Arc<ProcessCell>> {
         let mut all = Vec::new();
         for shard in self.shards.iter() {
-            all.extend(shard.lock().values().cloned());
+            all.extend(shard.lock().slots.iter().filter_map(|s| s.cell.clone()));
         }
         all
     }
@@ -74,5 +228,99 @@ impl Registry {
             let removed = std::mem::take(&mut *shard.lock());
             drop(removed);
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::context::Context;
+    use crate::error::{InitError, StepError};
+    use crate::payload::Payloads;
+    use crate::process::{Events, Process, StepOutput};
+
+    struct Inert;
+
+    impl Process for Inert {
+        fn init(&mut self, _: Context, _: &str, _: Payloads) -> Result<(), InitError> {
+            Ok(())
+        }
+
+        fn step(&mut self, _: Events<'_>, _: &mut StepOutput) -> Result<(), StepError> {
+            Ok(())
+        }
+    }
+
+    fn cell(pid: Pid) -> Arc<ProcessCell> {
+        ProcessCell::new(pid, None, "run", false, Inert)
+    }
+
+    #[test]
+    fn pids_of_a_fresh_table_are_small_and_a_freed_slot_gets_a_new_generation() {
+        let table = Registry::new();
+        let first: Vec<Pid> = (0..3).map(|_| table.reserve()).collect();
+        assert_eq!(
+            first,
+            [1, 2, 3].map(Pid::from_raw),
+            "one thread spawning in turn walks the shards"
+        );
+        for &pid in &first {
+            table.publish(cell(pid));
+        }
+        assert_eq!(table.get(first[1]).map(|c| c.pid()), Some(first[1]));
+        table.remove(first[1]);
+        assert!(table.get(first[1]).is_none());
+        assert!(table.issued(first[1]), "a freed PID was issued");
+
+        // Walk the cursor round to shard 1 again: the freed slot comes back under
+        // generation 1, so the old PID still names nothing.
+        let mut reused = None;
+        for _ in 0..SHARDS {
+            let pid = table.reserve();
+            if pid.as_u64() as u32 == 2 {
+                reused = Some(pid);
+            } else {
+                table.release(pid);
+            }
+        }
+        let reused = reused.expect("the freed slot is reused");
+        assert_eq!(reused.as_u64(), (1 << 32) | 2);
+        assert!(table.get(first[1]).is_none(), "the old PID names nothing");
+        assert!(table.get(reused).is_none(), "reserved, not published");
+        assert!(table.issued(reused));
+        table.publish(cell(reused));
+        assert_eq!(table.get(reused).map(|c| c.pid()), Some(reused));
+        table.remove(first[1]);
+        assert!(table.get(reused).is_some(), "a stale PID frees nothing");
+    }
+
+    #[test]
+    fn unissued_pids_are_told_apart_from_finished_ones() {
+        let table = Registry::new();
+        assert!(
+            !table.issued(Pid::from_raw(1)),
+            "an empty table issued nothing"
+        );
+        let pid = table.reserve();
+        assert!(table.issued(pid));
+        assert!(
+            !table.issued(Pid::from_raw(pid.as_u64() + (1 << 32))),
+            "a future generation"
+        );
+        assert!(!table.issued(Pid::from_raw(1_000_000)), "a slot never made");
+        assert!(!table.issued(Pid::UNSPAWNED));
+        table.release(pid);
+        assert!(table.issued(pid), "released after being issued");
+    }
+
+    #[test]
+    fn a_slot_whose_generation_would_wrap_is_retired() {
+        let table = Registry::new();
+        let pid = table.reserve();
+        table.shards[0].lock().slots[0].generation = u32::MAX;
+        let last = Pid::from_raw((u64::from(u32::MAX) << 32) | pid.as_u64());
+        table.release(last);
+        assert!(table.shards[0].lock().free.is_empty(), "not reused");
+        assert!(table.issued(last));
     }
 }

@@ -19,7 +19,7 @@ use crate::error::{
     CancelError, JoinError, Phase, ProcessError, SendError, SendErrorKind, SpawnError,
 };
 use crate::payload::Payload;
-use crate::pid::{Pid, PidAllocator};
+use crate::pid::Pid;
 use crate::process::{init_process, Event, Message};
 use crate::runtime::Handle;
 use crate::sync::{fence, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
@@ -32,7 +32,6 @@ pub(crate) type Task = Arc<ProcessCell>;
 pub(crate) struct Shared {
     pub(crate) workers: usize,
     pub(crate) global_batch: usize,
-    pids: PidAllocator,
     registry: Registry,
     pub(crate) inject: Inject<Task>,
     pub(crate) stealers: Box<[Steal<Task>]>,
@@ -73,7 +72,6 @@ impl Shared {
         Arc::new(Self {
             workers: parts.workers,
             global_batch: parts.global_batch,
-            pids: PidAllocator::new(),
             registry: Registry::new(),
             inject: Inject::new(),
             stealers: parts.stealers,
@@ -128,7 +126,7 @@ impl Shared {
             drop_quietly(process);
             return Err(SpawnError::ShuttingDown);
         }
-        let pid = self.pids.next();
+        let pid = self.registry.reserve();
         let spawned = process.spawn(handle, pid, parent, |cell, body, method, input| {
             // The process reaches the scheduler through its own cell.
             let ctx = Context::of_process(pid, cell.clone());
@@ -137,12 +135,13 @@ impl Shared {
         let cell = match spawned {
             Ok(cell) => cell,
             Err(error) => {
+                self.registry.release(pid);
                 self.end_live();
                 return Err(error);
             }
         };
         self.globals.spawned.fetch_add(1, Ordering::Relaxed);
-        self.registry.insert(cell.clone());
+        self.registry.publish(cell.clone());
         // Shutdown clears `accepting` (then sets `stopping`) before it sweeps the PID
         // table shard by shard; the shard lock orders this registration against the
         // sweep: either the sweep finds the cell, or we see the flags here and do
@@ -208,7 +207,7 @@ impl Shared {
             }
             Some(Err(_)) => unreachable!("the message is handed back"),
             None => {
-                let kind = if self.pids.issued(to) {
+                let kind = if self.registry.issued(to) {
                     SendErrorKind::Finished
                 } else {
                     SendErrorKind::NoSuchProcess
@@ -226,7 +225,9 @@ impl Shared {
         match delivered {
             Some(true) => Ok(()),
             Some(false) => Err(CancelError::new(pid, SendErrorKind::Finished)),
-            None if self.pids.issued(pid) => Err(CancelError::new(pid, SendErrorKind::Finished)),
+            None if self.registry.issued(pid) => {
+                Err(CancelError::new(pid, SendErrorKind::Finished))
+            }
             None => Err(CancelError::new(pid, SendErrorKind::NoSuchProcess)),
         }
     }
@@ -244,7 +245,7 @@ impl Shared {
             }
             // Issued but gone from the table: its result was handed out already, or
             // it was detached and has finished.
-            None if self.pids.issued(pid) => waiter.answer(Err(JoinError::AlreadyClaimed(pid))),
+            None if self.registry.issued(pid) => waiter.answer(Err(JoinError::AlreadyClaimed(pid))),
             None => waiter.answer(Err(JoinError::NoSuchProcess(pid))),
         }
     }
