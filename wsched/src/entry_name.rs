@@ -3,13 +3,19 @@
 
 use std::fmt;
 
-/// Names up to this many bytes are stored inline (most are: `run`, `serve`).
-const INLINE: usize = 22;
+/// Names up to this many bytes are stored inline (most are: `run`, `serve`). With
+/// the length and the variant's tag, an inline name fills 16 bytes, which is what
+/// the whole `EntryName` takes: every process's cell holds one.
+const INLINE: usize = 14;
 
 #[derive(Clone)]
 pub(crate) enum EntryName {
-    Inline { len: u8, bytes: [u8; INLINE] },
-    Heap(Box<str>),
+    Inline {
+        len: u8,
+        bytes: [u8; INLINE],
+    },
+    /// Boxed twice so that this variant, too, fits in 16 bytes.
+    Heap(Box<Box<str>>),
 }
 
 impl EntryName {
@@ -22,7 +28,7 @@ impl EntryName {
                 bytes,
             }
         } else {
-            Self::Heap(name.into())
+            Self::Heap(Box::new(name.into()))
         }
     }
 
@@ -47,11 +53,13 @@ mod tests {
 
     #[test]
     fn short_names_stay_inline_and_long_ones_are_kept_whole() {
+        assert_eq!(std::mem::size_of::<EntryName>(), 16);
         for name in [
             "",
             "run",
-            "exactly_twenty_two_b_x",
-            "a name longer than twenty-two bytes",
+            "fourteen_bytes",
+            "fifteen_bytes_x",
+            "a name longer than fourteen bytes",
             "é🦀",
         ] {
             let entry = EntryName::new(name);

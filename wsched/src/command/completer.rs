@@ -183,7 +183,9 @@ fn try_direct(cell: &Arc<ProcessCell>, event: Event) -> Result<(), Event> {
             return Err(event);
         };
         match d.as_mut() {
-            Some(direct) if std::ptr::eq(direct.cell, Arc::as_ptr(cell)) => {
+            // Addresses only: two `dyn` pointers to one cell may carry different
+            // copies of its vtable.
+            Some(direct) if std::ptr::addr_eq(direct.cell, Arc::as_ptr(cell)) => {
                 direct.events.push(event);
                 Ok(())
             }

@@ -87,12 +87,12 @@ pub(crate) struct Header {
     mailbox: Mutex<Mailbox>,
     /// Written only by the owner (a plain load and store, no locked instruction).
     steps: AtomicU64,
-    /// Where the process waits, for listings. The owner keeps its own copy of the
-    /// last value it published (`published_at`, touched only through [`Owned`]) so
-    /// that a process suspending at the same place step after step — the common case
-    /// — costs no lock.
-    suspended_at: Mutex<Option<SuspendPoint>>,
-    published_at: UnsafeCell<Option<SuspendPoint>>,
+    /// Where the process waits, for listings. Only the owner writes it (through
+    /// [`Owned`]), under the mailbox lock; others read it under that lock; the owner
+    /// reads it without (no write can race with its reads). So a process suspending
+    /// at the same place step after step — the common case — compares and takes no
+    /// lock, and the point costs no lock and no second copy of its own.
+    suspended_at: UnsafeCell<Option<SuspendPoint>>,
     outcome: Mutex<Outcome>,
     /// The process's pending timers, linked by the timer service (under its lock).
     /// Withdrawing a yield or ending the process looks for timers only if there are
@@ -107,13 +107,14 @@ pub(crate) struct Header {
     to_fat: fn(*const Header) -> *const ProcessCell,
 }
 
-// SAFETY: `body`, `body_live` and `published_at` are the only fields that are not
-// `Sync` by themselves. They are accessed only through `Owned`, which exists only
-// while its holder owns the RUNNING state (see the "one owner" invariant in
-// `state.rs`), or through `&mut` before the cell is shared, so no two threads ever
+// SAFETY: `body`, `body_live` and `suspended_at` are the only fields that are not
+// `Sync` by themselves. The first two are accessed only through `Owned`, which
+// exists only while its holder owns the RUNNING state (see the "one owner" invariant
+// in `state.rs`), or through `&mut` before the cell is shared, so no two threads ever
 // touch them at once, and the AcqRel CASes that pass ownership on order one owner's
 // accesses before the next's. The body is `Send`, so moving that access between
-// threads is sound.
+// threads is sound. `suspended_at` is written only by the owner and under the
+// mailbox lock, and read by others only under that lock (a `Copy` value).
 unsafe impl<B: ?Sized + Send> Sync for ProcessCell<B> {}
 // SAFETY: as above; the rest of the header is `Sync`.
 unsafe impl Sync for Header {}
@@ -235,8 +236,7 @@ impl ProcessCell {
                 state: State::new_running(),
                 mailbox: Mutex::new(Mailbox::default()),
                 steps: AtomicU64::new(0),
-                suspended_at: Mutex::new(None),
-                published_at: UnsafeCell::new(None),
+                suspended_at: UnsafeCell::new(None),
                 outcome: Mutex::new(Outcome::Unstarted(input)),
                 timers: TimerList::new(),
                 body_live: UnsafeCell::new(true),
@@ -460,7 +460,9 @@ impl Header {
     }
 
     pub(crate) fn suspend_point(&self) -> Option<SuspendPoint> {
-        *self.suspended_at.lock()
+        let _mailbox = self.mailbox.lock();
+        // SAFETY: read under the mailbox lock, which every write holds.
+        self.suspended_at.with(|point| unsafe { *point })
     }
 
     /// Queues `event`. `Ok(true)`: the caller woke the process and must schedule it.
@@ -638,16 +640,24 @@ impl<'a> Owned<'a> {
     pub(crate) fn record_step(&mut self, suspended_at: Option<SuspendPoint>) {
         let steps = &self.cell.steps;
         steps.store(steps.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        let changed = self.cell.published_at.with_mut(|published| {
-            // SAFETY: as in `with_body`: only the owner touches `published_at`.
-            let published = unsafe { &mut *published };
-            let changed = *published != suspended_at;
-            *published = suspended_at;
-            changed
-        });
-        if changed {
-            *self.cell.suspended_at.lock() = suspended_at;
+        // SAFETY: the owner is the only writer, so its unlocked read races with no
+        // write (see `Header::suspended_at`).
+        let unchanged = self
+            .cell
+            .suspended_at
+            .with(|published| unsafe { *published == suspended_at });
+        if !unchanged {
+            self.publish_suspend_point(suspended_at);
         }
+    }
+
+    fn publish_suspend_point(&mut self, point: Option<SuspendPoint>) {
+        let _mailbox = self.cell.mailbox.lock();
+        // SAFETY: the owner writes under the mailbox lock, which every other reader
+        // holds (see `Header::suspended_at`).
+        self.cell
+            .suspended_at
+            .with_mut(|published| unsafe { *published = point });
     }
 
     /// Leaves RUNNING after a step: `Ok(true)` means READY again (queue it),
@@ -689,9 +699,9 @@ impl<'a> Owned<'a> {
     /// Second half: marks the process done and stores or hands out `result`. Returns
     /// whether the result was handed out (or discarded, for a detached process), so
     /// the PID table may forget the cell.
-    pub(crate) fn finish(self, result: Result<Payload, ProcessError>) -> bool {
+    pub(crate) fn finish(mut self, result: Result<Payload, ProcessError>) -> bool {
+        self.publish_suspend_point(None);
         let cell = self.release();
-        *cell.suspended_at.lock() = None;
         cell.state.set_done();
         cell.store_result(result)
     }
