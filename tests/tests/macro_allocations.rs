@@ -120,6 +120,32 @@ impl Yielder {
     }
 }
 
+/// One node of the skynet tree (as in the benchmark suite): spawns ten children with
+/// `yield_all!` of `Spawn`, joins them with `yield_all!` of `Join`, returns the sum.
+struct Skynet;
+
+#[process]
+impl Skynet {
+    #[entry]
+    fn run(&mut self, num: u64, size: u64) -> Result<u64, BoxError> {
+        if size == 1 {
+            return Ok(num);
+        }
+        let child = size / 10;
+        let spawned =
+            yield_all!((0..10).map(|i| Spawn::new(Skynet, "run", (num + i * child, child))));
+        let mut pids = Vec::with_capacity(10);
+        for pid in spawned {
+            pids.push(pid?);
+        }
+        let mut sum = 0;
+        for result in yield_all!(pids.into_iter().map(Join)) {
+            sum += result??.downcast::<u64>()?;
+        }
+        Ok(sum)
+    }
+}
+
 // ---------------------------------------------------------------- the hand-written forms
 
 /// The one argument of entry `run`.
@@ -318,13 +344,13 @@ fn the_macro_form_allocates_what_the_hand_written_form_does() {
         Box::new(move || (u64::from(n),).into_payloads())
     };
 
-    // A whole process that returns at once: the macro's one allocation of its own
-    // is the entry's coroutine (its state lives in the machine itself).
+    // A whole process that returns at once: the macro adds no allocation of its own
+    // (the entry's coroutine lives in the machine itself, as its state does).
     allocations(&s, Quick, "run", ());
     allocations(&s, HandQuick::default(), "run", ());
     let macro_form = allocations(&s, Quick, "run", ());
     let hand = allocations(&s, HandQuick::default(), "run", ());
-    assert_eq!(macro_form, hand + 1, "a process that returns at once");
+    assert_eq!(macro_form, hand, "a process that returns at once");
 
     // A ping-pong round trip: nothing at all (small messages sit inline in their
     // payloads).
@@ -344,4 +370,17 @@ fn the_macro_form_allocates_what_the_hand_written_form_does() {
     let (hand, _) = per_unit(&s, HandYielder::default, "incs", args64, 10_000);
     assert_eq!(macro_form, hand, "{yields} yields of Inc");
     assert_eq!(macro_form, 0, "{yields} yields of Inc");
+
+    // A skynet tree of 10,000 leaves (11,111 processes), after a warm-up. 7.11 per
+    // process while the coroutine was boxed and a `yield_all!` grew its vectors one
+    // doubling at a time; 5.41 after. Most of the rest is the runtime's (the cell,
+    // the input payloads, `Join`'s boxed results).
+    let leaves = 10_000_u64;
+    allocations(&s, Skynet, "run", (0_u64, leaves));
+    let skynet = allocations(&s, Skynet, "run", (0_u64, leaves));
+    let per_process = skynet as f64 / 11_111.0;
+    assert!(
+        per_process < 5.5,
+        "skynet: {per_process:.2} allocations per process"
+    );
 }

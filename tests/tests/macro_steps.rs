@@ -189,3 +189,88 @@ fn this_refuses_outside_a_step_and_before_init_with_its_messages() {
         ]
     );
 }
+
+/// Hands out its own context, so that a test can initialise processes by hand.
+struct ContextOut;
+
+#[process]
+impl ContextOut {
+    #[entry]
+    fn run(&mut self) -> wsched::Context {
+        this::context()
+    }
+}
+
+struct Adder;
+
+#[process]
+impl Adder {
+    #[entry]
+    fn add(&mut self, a: u32, b: u32) -> Result<u32, BoxError> {
+        Ok(a + b + recv!(u32)?)
+    }
+}
+
+#[test]
+fn a_machine_starts_only_where_its_runner_keeps_it() {
+    use wsched::__private::{recv, Machine, Typed};
+    use wsched::{
+        Event, Events, IntoPayloads, Message, Payload, Payloads, Status, StepError, StepOutput,
+    };
+
+    let ctx = TestProcess::start(ContextOut, "run", ())
+        .unwrap()
+        .result::<wsched::Context>();
+
+    // By value, as `into_process` hands it out, it could be moved once its coroutine
+    // has run (which may borrow from itself): it refuses to start.
+    let mut loose = Adder.into_process();
+    let refused = loose
+        .init(ctx.clone(), "add", (1_u32, 2_u32).into_payloads())
+        .unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "init failed: a #[process] process is started by the scheduler or \
+         wsched::testing, which keep it in place while its entry runs; it cannot be \
+         initialised by hand"
+    );
+    loose.close();
+
+    // In a box, promised to stay there, as the runners do: it runs, and the
+    // machine's accessors follow it.
+    let mut machine = Box::new(Machine::new(
+        Adder,
+        &["add"],
+        |_: Adder, _: usize, _: Payloads| {
+            Ok(async {
+                let n = recv::<Typed<u32>>(None).await.map_err(StepError::new)?;
+                Ok(Payload::new(n))
+            })
+        },
+    ));
+    assert_eq!(machine.entry(), None);
+    // SAFETY: the box stays where it is until the end of the test.
+    unsafe { machine.__stays_in_place() };
+    machine.init(ctx, "add", ().into_payloads()).unwrap();
+    assert_eq!(machine.entry(), Some("add"));
+    let message = |payload| {
+        Event::Message(Message {
+            from: None,
+            payload,
+        })
+    };
+    let mut out = StepOutput::new();
+    let mut events = vec![message(Payload::new("not a u32"))];
+    machine.step(Events::new(&mut events), &mut out).unwrap();
+    assert!(matches!(out.status(), Some(Status::WaitingForMessage)));
+    assert_eq!((machine.mailbox_len(), machine.yields_made()), (1, 0));
+    out.clear();
+    let mut events = vec![message(Payload::new(7_u32))];
+    machine.step(Events::new(&mut events), &mut out).unwrap();
+    match out.take_status() {
+        Some(Status::Done(result)) => assert_eq!(result.downcast::<u32>().unwrap(), 7),
+        other => panic!("not done: {other:?}"),
+    }
+    assert_eq!(machine.mailbox_len(), 1);
+    machine.close();
+}

@@ -1,10 +1,11 @@
 //! Code generation: the impl block with its entries and `#[suspend]` methods turned into
-//! `async fn`s, plus the `Entries` and `IntoProcess` impls that start them by name.
+//! `async fn`s, plus the `IntoProcess` impl that starts them by name.
 
 use std::collections::BTreeSet;
 
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::ImplItem;
 
@@ -29,10 +30,10 @@ pub(crate) fn process(attr: TokenStream, item: TokenStream) -> TokenStream {
         let errors = errors.into_compile_errors();
         return quote!(#errors #[allow(unreachable_code)] #item);
     }
-    let entries = entries_impl(&model);
+    let into_process = into_process_impl(&model);
     quote! {
         #item
-        #entries
+        #into_process
     }
 }
 
@@ -64,18 +65,57 @@ fn lower_methods(model: &mut Model, errors: &mut Errors) {
     }
 }
 
-/// One arm of `start`: decode the arguments, build the coroutine.
-fn entry_arm(entry: &Entry) -> TokenStream {
+/// The hygienic names the generated code uses.
+struct Names {
+    /// The struct, moved into the coroutine.
+    this: syn::Ident,
+    /// The entry's index in the list of names.
+    entry: syn::Ident,
+    input: syn::Ident,
+    args: syn::Ident,
+    /// The decoded arguments, as the enum below.
+    call: syn::Ident,
+    /// The local enum with one variant per entry, holding its arguments.
+    call_enum: syn::Ident,
+}
+
+impl Names {
+    fn new() -> Self {
+        let site = Span::mixed_site();
+        let ident = |name: &str| syn::Ident::new(name, site);
+        Self {
+            this: ident("this"),
+            entry: ident("entry"),
+            input: ident("input"),
+            args: ident("args"),
+            call: ident("call"),
+            // Items are not hygienic: a name no user type has, since the enum is
+            // declared where the argument types are written.
+            call_enum: ident("__WschedCall"),
+        }
+    }
+}
+
+/// The variables the arguments of `entry` are decoded into.
+fn arg_vars(entry: &Entry) -> Vec<syn::Ident> {
+    (0..entry.args.len())
+        .map(|i| format_ident!("arg{}", i, span = Span::mixed_site()))
+        .collect()
+}
+
+/// The arm of the entry with index `index` in `start`: decode the arguments into the
+/// entry's variant of the call enum.
+fn decode_arm(index: usize, entry: &Entry, names: &Names) -> TokenStream {
+    let Names {
+        input,
+        args,
+        call_enum,
+        ..
+    } = names;
     let name = &entry.name;
-    let method = &entry.ident;
-    let site = Span::mixed_site();
-    let input = quote_spanned!(site=> input);
-    let args = quote_spanned!(site=> args);
-    let this = quote_spanned!(site=> this);
+    let variant = &entry.ident;
     let count = entry.args.len();
-    let vars: Vec<_> = (0..count)
-        .map(|i| format_ident!("arg{}", i, span = site))
-        .collect();
+    let vars = arg_vars(entry);
     let decode = if count == 0 {
         quote!(::wsched::__private::Args::new(#name, #input, 0)?;)
     } else {
@@ -89,62 +129,91 @@ fn entry_arm(entry: &Entry) -> TokenStream {
             #(#lets)*
         }
     };
+    let index = proc_macro2::Literal::usize_unsuffixed(index);
+    quote! {
+        #index => {
+            #decode
+            #call_enum::#variant((#(#vars,)*))
+        }
+    }
+}
+
+/// The arm of `entry` in the coroutine: run it on the struct, make its result the
+/// process's.
+fn run_arm(entry: &Entry, names: &Names) -> TokenStream {
+    let Names {
+        this, call_enum, ..
+    } = names;
+    let method = &entry.ident;
+    let vars = arg_vars(entry);
     let finish = if entry.fallible {
         quote_spanned!(entry.output_span=> ::wsched::__private::fallible)
     } else {
         quote_spanned!(entry.output_span=> ::wsched::__private::infallible)
     };
-    // Spans: a result type that does not fit is reported on the return type; a
-    // coroutine that is not `Send` on the entry's name (rustc then shows the value and
-    // the suspension point).
-    let at_output = syn::Ident::new(&method.to_string(), entry.output_span);
-    let call = quote_spanned!(entry.output_span=> Self::#at_output(&mut #this, #(#vars),*).await);
-    let start = quote_spanned!(method.span()=> ::wsched::__private::Body::new(#name, async move {
-        let mut #this = self;
-        #finish(#call)
-    }));
+    // Spans: a result type that does not fit is reported on the return type (the
+    // awaited expression); a coroutine that is not `Send` on the entry's name (the
+    // call; rustc then shows the value and the suspension point).
+    let call = quote_spanned!(method.span()=> Self::#method(&mut #this, #(#vars),*));
+    let run = quote_spanned!(entry.output_span=> ::wsched::__private::send_entry(#call).await);
     quote! {
-        #name => {
-            #decode
-            ::core::result::Result::Ok(#start)
-        }
+        #call_enum::#method((#(#vars,)*)) => #finish(#run),
     }
 }
 
-/// The `Entries` and `IntoProcess` impls.
-fn entries_impl(model: &Model) -> TokenStream {
+/// The `IntoProcess` impl: the machine, with the entries' names and the closure that
+/// starts one of them. Its coroutine is one `async` block for all the entries, so
+/// that the machine holds it inline whichever entry runs: its type, which has no
+/// name, is inferred from the closure.
+fn into_process_impl(model: &Model) -> TokenStream {
     let (impl_generics, _, where_clause) = model.item.generics.split_for_impl();
     let self_ty = &model.item.self_ty;
-    let names = model.entries.iter().map(|e| &e.name);
-    let arms = model.entries.iter().map(entry_arm);
-    let site = Span::mixed_site();
-    let entry = quote_spanned!(site=> entry);
-    let input = quote_spanned!(site=> input);
+    let names = Names::new();
+    let Names {
+        this,
+        entry,
+        input,
+        call,
+        call_enum,
+        ..
+    } = &names;
+    let entry_names = model.entries.iter().map(|e| &e.name);
+    let variants = model.entries.iter().map(|e| &e.ident);
+    let params: Vec<_> = (0..model.entries.len())
+        .map(|i| format_ident!("A{}", i, span = Span::mixed_site()))
+        .collect();
+    let decode_arms = model
+        .entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| decode_arm(i, e, &names));
+    let run_arms = model.entries.iter().map(|e| run_arm(e, &names));
+    let coroutine = quote_spanned!(self_ty.span()=> async move {
+        match #call {
+            #(#run_arms)*
+        }
+    });
     quote! {
         #[automatically_derived]
-        impl #impl_generics ::wsched::__private::Entries for #self_ty #where_clause {
-            const ENTRIES: &'static [&'static str] = &[#(#names),*];
-
-            fn start(
-                self,
-                #entry: &str,
-                #input: ::wsched::Payloads,
-            ) -> ::core::result::Result<::wsched::__private::Body, ::wsched::InitError> {
-                match #entry {
-                    #(#arms)*
-                    _ => ::core::result::Result::Err(
-                        ::wsched::__private::unknown_entry(#entry, Self::ENTRIES),
-                    ),
-                }
-            }
-        }
-
-        #[automatically_derived]
         impl #impl_generics ::wsched::IntoProcess for #self_ty #where_clause {
-            type Process = ::wsched::__private::Machine<Self>;
-
-            fn into_process(self) -> Self::Process {
-                ::wsched::__private::Machine::new(self)
+            fn into_process(self) -> impl ::wsched::Process {
+                // The decoded arguments of each entry; generic, since a local item
+                // cannot name the impl's type parameters.
+                #[allow(non_camel_case_types)]
+                enum #call_enum<#(#params),*> {
+                    #(#variants(#params)),*
+                }
+                ::wsched::__private::Machine::new(
+                    self,
+                    &[#(#entry_names),*],
+                    |mut #this: Self, #entry: usize, #input: ::wsched::Payloads| {
+                        let #call = match #entry {
+                            #(#decode_arms)*
+                            _ => ::core::unreachable!("the machine passes the index of an entry"),
+                        };
+                        ::core::result::Result::Ok(#coroutine)
+                    },
+                )
             }
         }
     }

@@ -239,11 +239,12 @@ mod tests;
 /// # What it generates
 ///
 /// The impl block itself, with entries and `#[suspend]` methods made `async fn` and the
-/// DSL calls rewritten to await the suspension points of `wsched::__private`; an impl of
-/// the hidden `Entries` trait, whose `start` decodes the arguments of the entry asked for
-/// and boxes its coroutine (an `async move` block owning the struct); and
+/// DSL calls rewritten to await the suspension points of `wsched::__private`; and
 /// `IntoProcess for YourStruct`, whose process is the generic state machine that steps the
-/// coroutine with a no-op waker.
+/// coroutine with a no-op waker. The machine gets the entry names and a closure that, at
+/// `init`, decodes the arguments of the entry asked for and builds the coroutine: one
+/// `async move` block for all the entries, owning the struct, which the machine holds
+/// inline (no allocation of its own per process).
 #[proc_macro_attribute]
 pub fn process(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::process(attr.into(), item.into()).into()

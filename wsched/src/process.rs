@@ -41,6 +41,18 @@ pub trait Process: Send + 'static {
 
     /// Releases resources. Called exactly once, after the last step.
     fn close(&mut self) {}
+
+    /// Not part of the API, and nothing to implement: the runners (the scheduler and
+    /// [`testing`](crate::testing)) call it just before `init` to promise that the
+    /// process stays where it is until it is closed. A `#[process]` machine keeps its
+    /// entry's coroutine inline, which must not move once it has run (it may borrow
+    /// from itself), so it starts only after this promise.
+    ///
+    /// # Safety
+    /// The process is not moved from this call until [`close`](Process::close) has
+    /// returned (or, if it is never closed, until it is dropped).
+    #[doc(hidden)]
+    unsafe fn __stays_in_place(&mut self) {}
 }
 
 impl Process for Box<dyn Process> {
@@ -55,6 +67,12 @@ impl Process for Box<dyn Process> {
     fn close(&mut self) {
         (**self).close()
     }
+
+    unsafe fn __stays_in_place(&mut self) {
+        // SAFETY: what the caller promises for the box holds for its contents: moving
+        // the box leaves them where they are, and they are dropped where they are.
+        unsafe { (**self).__stays_in_place() }
+    }
 }
 
 /// Anything that can be spawned as a process: every [`Process`], and the plain structs
@@ -63,18 +81,16 @@ impl Process for Box<dyn Process> {
 ///
 /// Spawning APIs take `impl IntoProcess`, so a user passes `MyProc { .. }` whichever
 /// way its `Process` implementation was made. Mirrors `std`'s `IntoFuture`.
+///
+/// The process's type is not named (`impl Process`): the macro's is generic over the
+/// type of its entries' coroutine, which has no name.
 pub trait IntoProcess: Send + 'static {
-    /// The process it becomes.
-    type Process: Process;
-
     /// Converts `self` into the process to initialise and step.
-    fn into_process(self) -> Self::Process;
+    fn into_process(self) -> impl Process;
 }
 
 impl<P: Process> IntoProcess for P {
-    type Process = P;
-
-    fn into_process(self) -> P {
+    fn into_process(self) -> impl Process {
         self
     }
 }
@@ -395,8 +411,8 @@ impl StepOutput {
         self.yields.drain(..)
     }
 
-    /// The yields buffer itself: the macro's machine hands over the yields of a step
-    /// by swapping buffers, not one by one.
+    /// The yields buffer itself: the macro's suspension points write their yields
+    /// straight into it, making room for a whole `yield_all!` at once.
     #[inline]
     pub(crate) fn yields_buffer(&mut self) -> &mut Vec<Yield> {
         &mut self.yields
@@ -495,6 +511,11 @@ pub(crate) fn drop_all_quietly<T>(items: impl IntoIterator<Item = T>) {
 /// Runs `init` as the contract requires of every runner (the scheduler and the
 /// testing harness): a panic is caught, and a refused or panicking init closes the
 /// process at once, since `close` runs exactly once however a process ends.
+///
+/// The caller must not move `process` from this call until it is closed or dropped
+/// (the scheduler's cell and the harness keep it in a box): this function promises
+/// so to the process ([`Process::__stays_in_place`]), and the soundness of the
+/// macro's machine rests on it.
 pub(crate) fn init_process(
     process: &mut dyn Process,
     ctx: Context,
@@ -502,7 +523,11 @@ pub(crate) fn init_process(
     input: Payloads,
 ) -> Result<(), SpawnError> {
     use std::panic::{catch_unwind, AssertUnwindSafe};
-    let error = match catch_unwind(AssertUnwindSafe(|| process.init(ctx, method, input))) {
+    let error = match catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: the caller keeps `process` where it is until it is closed (above).
+        unsafe { process.__stays_in_place() };
+        process.init(ctx, method, input)
+    })) {
         Ok(Ok(())) => return Ok(()),
         Ok(Err(e)) => SpawnError::Init(e),
         Err(panic) => SpawnError::InitPanicked {

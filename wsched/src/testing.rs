@@ -307,6 +307,8 @@ impl TestProcess {
         let pid = recorder.next_pid();
         let mut process: Box<dyn Process> = Box::new(process.into_process());
         let ctx = recorder.context(pid);
+        // SAFETY: the box keeps the process in place until it is dropped.
+        unsafe { process.__stays_in_place() };
         if let Err(e) = process.init(ctx, method, input.into_payloads()) {
             process.close();
             return Err(e);

@@ -4,15 +4,21 @@
 //! # How the futures reach it
 //!
 //! The state ([`Io`]) is owned by the machine, not shared: no `Arc`, no lock. For the
-//! duration of one poll, `step` lends it, and the process's [`Context`], to a
-//! thread-local slot ([`install`]) as pointers, and takes them back afterwards (also
-//! when the poll unwinds). Nothing moves: the slot is three `Cell`s, so installing
-//! costs a few stores (it used to move a boxed state through a `RefCell<Option<_>>`).
-//! The futures created and polled by the entry body during that poll reach the state
-//! through [`with`], which lends it out under a busy flag: a re-entrant access (say,
-//! a `Drop` impl that calls `wsched::this::pid()` while the runtime holds the state)
-//! panics with a clear message instead of aliasing. `wsched::this` reaches the
-//! context through [`with_context`] by reference, without cloning it.
+//! duration of one poll, `step` lends it, the process's [`Context`] and the step's
+//! [`StepOutput`] to a thread-local slot ([`install`]) as pointers, and takes them
+//! back afterwards (also when the poll unwinds). Nothing moves: the slot is four
+//! `Cell`s, so installing costs a few stores. The futures created and polled by the
+//! entry body during that poll reach the state and the output through [`with_step`]
+//! (`wsched::this` through [`with`], the state alone), which lends them out under a
+//! busy flag: a re-entrant access (say, a `Drop` impl that calls
+//! `wsched::this::pid()` while the runtime holds the state) panics with a clear
+//! message instead of aliasing. `wsched::this` reaches the context through
+//! [`with_context`] by reference, without cloning it.
+//!
+//! The suspension points write their yields, withdrawals and where they wait
+//! straight into the output: the state holds only what lasts between steps, which
+//! keeps an idle process small, and the yields land in the runner's reused buffer
+//! instead of a per-process one that grows anew in every fresh process.
 //!
 //! Consequences: the future stays `Send` (it holds no reference to the state), and the
 //! suspension points work only while their own process is being stepped, which is the
@@ -28,7 +34,7 @@ use crate::command::Command;
 use crate::context::Context;
 use crate::error::YieldError;
 use crate::payload::Payload;
-use crate::process::{Event, Message, SuspendPoint, Tag, Yield};
+use crate::process::{Event, Message, StepOutput, SuspendPoint, Tag, Yield};
 
 /// Where one yielded tag stands.
 enum Slot {
@@ -41,10 +47,12 @@ enum Slot {
     Done,
 }
 
-/// Everything an entry's suspension points read and write.
-#[derive(Default)]
+/// Everything an entry's suspension points keep between steps. Fields are ordered
+/// so that the small ones share one word.
 pub(crate) struct Io {
-    pub(crate) entry: &'static str,
+    /// The name the entry was started by: an element of the struct's static list of
+    /// entries (one thin pointer, not a `&str`), `""` before `init`.
+    pub(crate) entry: &'static &'static str,
     /// The last tag handed out; tags start at 1.
     last_tag: u64,
     /// The state of the tags `last_tag + 1 - slots.len() ..= last_tag`, oldest
@@ -56,29 +64,38 @@ pub(crate) struct Io {
     /// pending one has outstanding tags, and it consumes or abandons all of them
     /// before completing.
     slots: Vec<Slot>,
-    /// How many of `slots` are not [`Slot::Done`].
-    live: usize,
     /// Messages not received yet, in arrival order.
     pub(crate) mailbox: VecDeque<Message>,
+    /// How many of `slots` are not [`Slot::Done`]. 32 bits: 2³² outstanding yields
+    /// would take over 400 GB of slots and yields.
+    live: u32,
     /// A cancel arrived and no suspension point has reported it yet.
     cancel_pending: bool,
     /// A cancel arrived at some point (sticky).
     pub(crate) cancelled: bool,
-    /// Yields written during the current poll, handed to the step's output after it
-    /// (by swapping buffers).
-    pub(crate) outgoing: Vec<Yield>,
-    /// Tags abandoned during the current poll before their completion arrived, moved
-    /// to the step's output after it ([`StepOutput::withdraw`]), so the runtime
-    /// releases what their handlers hold (a receive timeout's timer).
-    ///
-    /// [`StepOutput::withdraw`]: crate::StepOutput::withdraw
-    pub(crate) withdrawn: Vec<Tag>,
-    /// Where the entry waits: set by the suspension point that returned `Pending`
-    /// last. Kept across steps, so a pending suspension point polled again without
-    /// result only sets [`suspended`](Self::suspended).
-    pub(crate) point: Option<SuspendPoint>,
-    /// Whether a suspension point returned `Pending` during the current poll.
+    /// Whether a suspension point returned `Pending` during the current poll (it
+    /// wrote where it waits into the step's output).
     pub(crate) suspended: bool,
+    /// Whether the runner promised to keep the process in place until it is closed
+    /// ([`Process::__stays_in_place`](crate::Process::__stays_in_place)): the
+    /// machine starts its coroutine only then.
+    pub(crate) in_place: bool,
+}
+
+impl Default for Io {
+    fn default() -> Self {
+        Self {
+            entry: &"",
+            last_tag: 0,
+            slots: Vec::new(),
+            mailbox: VecDeque::new(),
+            live: 0,
+            cancel_pending: false,
+            cancelled: false,
+            suspended: false,
+            in_place: false,
+        }
+    }
 }
 
 impl Io {
@@ -122,8 +139,19 @@ impl Io {
         self.slots.get_mut(offset)
     }
 
-    /// Yields `command` with the next tag.
-    pub(crate) fn dispatch<C: Command>(&mut self, command: C) -> Tag {
+    /// Makes room for `count` more yields in this step: the slots and the output's
+    /// buffer grow at most once for a `yield_all!`, not once per doubling.
+    pub(crate) fn reserve(&mut self, out: &mut StepOutput, count: usize) {
+        if self.live == 0 {
+            // What `dispatch` would do first: start a new window (see there).
+            self.slots.clear();
+        }
+        self.slots.reserve(count);
+        out.yields_buffer().reserve(count);
+    }
+
+    /// Yields `command` with the next tag, into the step's output.
+    pub(crate) fn dispatch<C: Command>(&mut self, out: &mut StepOutput, command: C) -> Tag {
         self.last_tag += 1;
         let tag = Tag(self.last_tag);
         if self.live == 0 && self.slots.len() == 1 {
@@ -143,7 +171,7 @@ impl Io {
             self.slots.extend(std::iter::once(Slot::Waiting));
         }
         self.live += 1;
-        self.outgoing.push(Yield::new(tag, command));
+        out.yields_buffer().push(Yield::new(tag, command));
         tag
     }
 
@@ -169,9 +197,13 @@ impl Io {
     }
 
     /// Gives up on `tag`: its completion, now or later, is ignored, and if it has not
-    /// arrived the yield is withdrawn. Returns a completion that had already arrived,
-    /// to be dropped outside any borrow.
-    pub(crate) fn abandon(&mut self, tag: Tag) -> Option<Result<Payload, YieldError>> {
+    /// arrived the yield is withdrawn in `out`. Returns a completion that had already
+    /// arrived, to be dropped outside any borrow.
+    pub(crate) fn abandon(
+        &mut self,
+        out: &mut StepOutput,
+        tag: Tag,
+    ) -> Option<Result<Payload, YieldError>> {
         let slot = self.offset(tag).map(|offset| &mut self.slots[offset]);
         let previous = match slot {
             Some(slot) if !matches!(slot, Slot::Done) => {
@@ -183,7 +215,7 @@ impl Io {
         match previous {
             Slot::Ready(result) => Some(result),
             _ => {
-                self.withdrawn.push(tag);
+                out.withdraw(tag);
                 None
             }
         }
@@ -202,17 +234,8 @@ impl Io {
 
     /// Records where the entry waits after this poll.
     #[inline]
-    pub(crate) fn suspend(&mut self, point: SuspendPoint) {
-        self.point = Some(point);
-        self.suspended = true;
-    }
-
-    /// Records that the entry still waits where it waited after the previous poll:
-    /// for a pending suspension point polled again, which is the one that recorded
-    /// itself last (only one is pending at a time).
-    #[inline]
-    pub(crate) fn suspend_again(&mut self) {
-        debug_assert!(self.point.is_some(), "a suspension point recorded itself");
+    pub(crate) fn suspend(&mut self, out: &mut StepOutput, point: SuspendPoint) {
+        out.set_suspend_point(point);
         self.suspended = true;
     }
 
@@ -228,7 +251,11 @@ struct Current {
     io: Cell<*mut Io>,
     /// Its context, or null outside a poll (and before `init`).
     ctx: Cell<*const Context>,
-    /// Set while [`with`] lends the state out: a re-entrant use is refused.
+    /// The step's output, or null outside a poll (and while the machine drops its
+    /// coroutine, when no suspension point can run).
+    out: Cell<*mut StepOutput>,
+    /// Set while [`with`] or [`with_step`] lends the state out: a re-entrant use is
+    /// refused.
     busy: Cell<bool>,
 }
 
@@ -239,19 +266,25 @@ thread_local! {
         Current {
             io: Cell::new(ptr::null_mut()),
             ctx: Cell::new(ptr::null()),
+            out: Cell::new(ptr::null_mut()),
             busy: Cell::new(false),
         }
     };
 }
 
-/// Lends `io` and `ctx` to the thread-local slot until the guard drops (also on
-/// unwinding). Nests: the previous occupant is restored afterwards.
+/// Lends `io`, `ctx` and `out` to the thread-local slot until the guard drops (also
+/// on unwinding). Nests: the previous occupant is restored afterwards.
 ///
 /// # Panics
 /// From inside [`with`] (a process stepped from inside a suspension point).
 #[inline]
-pub(crate) fn install<'a>(io: &'a mut Io, ctx: Option<&'a Context>) -> Installed<'a> {
+pub(crate) fn install<'a>(
+    io: &'a mut Io,
+    ctx: Option<&'a Context>,
+    out: Option<&'a mut StepOutput>,
+) -> Installed<'a> {
     let ctx = ctx.map_or(ptr::null(), ptr::from_ref);
+    let out = out.map_or(ptr::null_mut(), ptr::from_mut);
     CURRENT.with(|c| {
         assert!(
             !c.busy.get(),
@@ -260,6 +293,7 @@ pub(crate) fn install<'a>(io: &'a mut Io, ctx: Option<&'a Context>) -> Installed
         Installed {
             previous_io: c.io.replace(io),
             previous_ctx: c.ctx.replace(ctx),
+            previous_out: c.out.replace(out),
             _lent: PhantomData,
         }
     })
@@ -269,8 +303,9 @@ pub(crate) fn install<'a>(io: &'a mut Io, ctx: Option<&'a Context>) -> Installed
 pub(crate) struct Installed<'a> {
     previous_io: *mut Io,
     previous_ctx: *const Context,
+    previous_out: *mut StepOutput,
     /// The borrows the pointers in the slot stand for.
-    _lent: PhantomData<(&'a mut Io, &'a Context)>,
+    _lent: PhantomData<(&'a mut Io, &'a Context, &'a mut StepOutput)>,
 }
 
 impl Drop for Installed<'_> {
@@ -279,6 +314,7 @@ impl Drop for Installed<'_> {
         CURRENT.with(|c| {
             c.io.set(self.previous_io);
             c.ctx.set(self.previous_ctx);
+            c.out.set(self.previous_out);
         });
     }
 }
@@ -323,7 +359,8 @@ impl Current {
 /// Runs `f` on the state of the process being stepped on this thread.
 ///
 /// # Panics
-/// Outside a step of a `#[process]` process, or re-entrantly.
+/// Outside a step of a `#[process]` process (or the drop of its struct), or
+/// re-entrantly.
 #[inline(always)]
 #[track_caller]
 pub(crate) fn with<R>(what: &'static str, f: impl FnOnce(&mut Io) -> R) -> R {
@@ -342,6 +379,30 @@ pub(crate) fn with<R>(what: &'static str, f: impl FnOnce(&mut Io) -> R) -> R {
     // reader of the slot refuses while it is set, and `install` (its only other
     // writer) panics.
     f(unsafe { &mut *io })
+}
+
+/// Runs `f` on the state of the process being stepped on this thread and on the
+/// step's output: what the suspension points use.
+///
+/// # Panics
+/// Outside a step of a `#[process]` process, or re-entrantly.
+#[inline(always)]
+#[track_caller]
+pub(crate) fn with_step<R>(what: &'static str, f: impl FnOnce(&mut Io, &mut StepOutput) -> R) -> R {
+    let (io, out) = CURRENT.with(|c| {
+        let io = c.io(what);
+        let out = c.out.get();
+        if out.is_null() {
+            c.refuse(what)
+        }
+        c.busy.set(true);
+        (io, out)
+    });
+    let _busy = Busy;
+    // SAFETY: as in `with`, for both pointers: `install` made them from two
+    // distinct `&mut` borrows that its guard keeps, and `busy` makes these the only
+    // references made from them until `f` returns.
+    f(unsafe { &mut *io }, unsafe { &mut *out })
 }
 
 /// Runs `f` on the context of the process being stepped on this thread, without
@@ -389,13 +450,15 @@ mod tests {
     use crate::testing::completion;
     use std::time::Duration;
 
-    fn io_with(tags: u64) -> Io {
+    /// A state with `tags` yields made, and the output they went to (cleared).
+    fn io_with(tags: u64) -> (Io, StepOutput) {
         let mut io = Io::default();
+        let mut out = StepOutput::new();
         for _ in 0..tags {
-            io.dispatch(Sleep(Duration::ZERO));
+            io.dispatch(&mut out, Sleep(Duration::ZERO));
         }
-        io.outgoing.clear();
-        io
+        out.clear();
+        (io, out)
     }
 
     fn value(result: Option<Result<Payload, YieldError>>) -> Option<u32> {
@@ -404,7 +467,7 @@ mod tests {
 
     #[test]
     fn completions_are_taken_once_by_tag_in_any_order() {
-        let mut io = io_with(3);
+        let (mut io, out) = io_with(3);
         assert!(io.deliver(completion(Tag(3), 30_u32)).is_none());
         assert!(io.deliver(completion(Tag(1), 10_u32)).is_none());
         assert!(io.is_ready(Tag(3)) && io.is_ready(Tag(1)) && !io.is_ready(Tag(2)));
@@ -417,12 +480,12 @@ mod tests {
         assert!(io.deliver(completion(Tag(2), 20_u32)).is_none());
         assert_eq!(value(io.take(Tag(2))), Some(20));
         assert_eq!(io.live, 0);
-        assert!(io.withdrawn.is_empty());
+        assert!(out.withdrawn().is_empty());
     }
 
     #[test]
     fn duplicate_unknown_and_consumed_completions_are_handed_back() {
-        let mut io = io_with(2);
+        let (mut io, _) = io_with(2);
         assert!(io.deliver(completion(Tag(1), 1_u32)).is_none());
         // A second completion for a tag whose first is there is ignored.
         assert_eq!(
@@ -444,12 +507,12 @@ mod tests {
 
     #[test]
     fn abandoning_returns_an_arrived_completion_or_withdraws_the_yield() {
-        let mut io = io_with(3);
+        let (mut io, mut out) = io_with(3);
         assert!(io.deliver(completion(Tag(2), 2_u32)).is_none());
-        assert_eq!(value(io.abandon(Tag(2))), Some(2));
-        assert!(io.withdrawn.is_empty());
-        assert_eq!(value(io.abandon(Tag(1))), None);
-        assert_eq!(io.withdrawn, [Tag(1)]);
+        assert_eq!(value(io.abandon(&mut out, Tag(2))), Some(2));
+        assert!(out.withdrawn().is_empty());
+        assert_eq!(value(io.abandon(&mut out, Tag(1))), None);
+        assert_eq!(out.withdrawn(), [Tag(1)]);
         // Completions of abandoned tags are ignored from now on.
         assert!(io.deliver(completion(Tag(1), 1_u32)).is_some());
         assert!(io.deliver(completion(Tag(2), 2_u32)).is_some());
@@ -459,5 +522,35 @@ mod tests {
         assert!(io.deliver(completion(Tag(3), 3_u32)).is_none());
         assert_eq!(value(io.take(Tag(3))), Some(3));
         assert_eq!(io.live, 0);
+    }
+
+    #[test]
+    fn a_batch_of_known_size_grows_the_buffers_once() {
+        let mut io = Io::default();
+        let mut out = StepOutput::new();
+        io.reserve(&mut out, 10);
+        let buffers = |io: &Io, out: &mut StepOutput| {
+            (
+                io.slots.as_ptr(),
+                io.slots.capacity(),
+                out.yields_buffer().as_ptr(),
+                out.yields_buffer().capacity(),
+            )
+        };
+        let reserved = buffers(&io, &mut out);
+        assert_eq!((reserved.1, reserved.3), (10, 10));
+        for _ in 0..10 {
+            io.dispatch(&mut out, Sleep(Duration::ZERO));
+        }
+        assert_eq!(buffers(&io, &mut out), reserved);
+        for tag in 1..=10 {
+            assert!(io.deliver(completion(Tag(tag), ())).is_none());
+            assert!(io.take(Tag(tag)).is_some());
+        }
+        // The next batch starts a new window in the same slots.
+        out.clear();
+        io.reserve(&mut out, 10);
+        assert_eq!(io.slots.len(), 0);
+        assert_eq!(buffers(&io, &mut out), reserved);
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! | file | concern |
 //! |---|---|
-//! | `mod.rs` | [`Machine`]: the `Process` made from a struct's entries; init-time argument decoding |
+//! | `mod.rs` | [`Machine`]: the `Process` made from a struct's entries, its coroutine inline; init-time argument decoding |
 //! | `io.rs` | the per-process state the suspension points share with `step` |
 //! | `suspend.rs` | the futures behind `yield_cmd!`, `yield_all!` and `recv!` |
 //! | `this.rs` | `wsched::this`: the running process's PID, sends and spawns |
@@ -30,41 +30,8 @@ pub mod this;
 
 pub use suspend::{
     recv, yield_all, yield_many, yield_one, AnyMessage, CommandSet, Dispatcher, Filter, Recv,
-    RecvError, Typed, YieldMany, YieldOne,
+    RecvError, Results, Typed, YieldMany, YieldOne,
 };
-
-/// Implemented by `#[process]` for the struct: its entries and how to start one.
-pub trait Entries: Send + Sized + 'static {
-    /// The entry names, in declaration order.
-    const ENTRIES: &'static [&'static str];
-
-    /// Decodes `input` for `entry` and builds its coroutine, which owns `self`.
-    ///
-    /// # Errors
-    /// Unknown entry, wrong argument count or types.
-    fn start(self, entry: &str, input: Payloads) -> Result<Body, InitError>;
-}
-
-type BodyFuture = Pin<Box<dyn Future<Output = Result<Payload, StepError>> + Send>>;
-
-/// A started entry: its name and its coroutine.
-pub struct Body {
-    entry: &'static str,
-    future: BodyFuture,
-}
-
-impl Body {
-    /// Wraps the coroutine of `entry`.
-    pub fn new<F>(entry: &'static str, future: F) -> Self
-    where
-        F: Future<Output = Result<Payload, StepError>> + Send + 'static,
-    {
-        Self {
-            entry,
-            future: Box::pin(future),
-        }
-    }
-}
 
 /// Checks the argument count and then decodes the arguments one by one.
 pub struct Args {
@@ -113,9 +80,12 @@ impl Args {
     }
 }
 
-/// The error for an entry name that does not exist.
-pub fn unknown_entry(method: &str, entries: &[&str]) -> InitError {
-    InitError::unknown_method(method, entries)
+/// An entry's coroutine, checked to be `Send` on its own (the machine's coroutine,
+/// which awaits it, must be), so that rustc reports a value held across a
+/// suspension point at the entry that holds it.
+#[inline(always)]
+pub fn send_entry<F: Future + Send>(entry: F) -> F {
+    entry
 }
 
 /// The result of an entry returning a plain value.
@@ -133,39 +103,66 @@ pub fn fallible<T: Any + Send, E: Into<BoxError>>(
     }
 }
 
-enum State<P> {
-    Unstarted(P),
-    Running(Body),
+/// Where a [`Machine`] stands.
+enum State<P, S, F> {
+    /// Before `init`: the struct, its entry names and how to start one of them.
+    Unstarted {
+        process: P,
+        entries: &'static [&'static str],
+        start: S,
+    },
+    /// The entry's coroutine (which owns the struct), pinned here: see `step`.
+    Running(F),
     Finished,
 }
 
 /// The [`Process`] that `#[process]` makes of a struct `P`: before `init` it holds the
-/// struct; `init` moves it into the chosen entry's coroutine; `step` feeds the events
-/// in and polls the coroutine once; `close` drops it.
-pub struct Machine<P> {
-    state: State<P>,
+/// struct; `init` decodes the arguments and moves the struct into the chosen entry's
+/// coroutine, an `F` made by `S`; `step` feeds the events in and polls the coroutine
+/// once; `close` drops it.
+///
+/// The coroutine is stored inline, not boxed (a box was an allocation per process
+/// and a pointer to chase on every step). It may borrow from itself, so it must not
+/// move once polled: the machine starts it only in a process that its runner
+/// promised to keep in place until it is closed (see
+/// [`Process::__stays_in_place`]), and drops it in place.
+pub struct Machine<P, S, F> {
+    state: State<P, S, F>,
     /// Lent to the suspension points during a poll (see `io.rs`).
     io: io::Io,
     /// Set by `init`; lent to `wsched::this` during a poll.
     ctx: Option<Context>,
 }
 
-impl<P: Entries> Machine<P> {
-    /// The process for `process`, not initialised yet.
-    pub fn new(process: P) -> Self {
+impl<P, S, F> Machine<P, S, F>
+where
+    P: Send + 'static,
+    S: FnOnce(P, usize, Payloads) -> Result<F, InitError> + Send + 'static,
+    F: Future<Output = Result<Payload, StepError>> + Send + 'static,
+{
+    /// The process for `process`, not initialised yet, whose entries are named
+    /// `entries`; `start(process, i, input)` decodes `input` for entry `entries[i]`
+    /// and builds its coroutine.
+    ///
+    /// The macro passes a closure as `start`: the one place that names no type, so
+    /// that `F`, an `async` block's type, is inferred.
+    pub fn new(process: P, entries: &'static [&'static str], start: S) -> Self {
         Self {
-            state: State::Unstarted(process),
+            state: State::Unstarted {
+                process,
+                entries,
+                start,
+            },
             io: io::Io::default(),
             ctx: None,
         }
     }
+}
 
+impl<P, S, F> Machine<P, S, F> {
     /// The entry it runs, once initialised.
     pub fn entry(&self) -> Option<&'static str> {
-        match &self.state {
-            State::Running(body) => Some(body.entry),
-            _ => Some(self.io.entry).filter(|e| !e.is_empty()),
-        }
+        Some(*self.io.entry).filter(|e| !e.is_empty())
     }
 
     /// How many yields the process has made so far (its last tag's number).
@@ -179,19 +176,19 @@ impl<P: Entries> Machine<P> {
         self.io.mailbox.len()
     }
 
-    /// Drops the coroutine (and with it the struct), with the state installed so that
-    /// `Drop` impls may still use `wsched::this`.
+    /// Drops the coroutine (and with it the struct) in place, with the state
+    /// installed so that `Drop` impls may still use `wsched::this`.
     fn finish(&mut self) {
-        let state = mem::replace(&mut self.state, State::Finished);
-        let _installed = io::install(&mut self.io, self.ctx.as_ref());
-        drop(state);
+        let _installed = io::install(&mut self.io, self.ctx.as_ref(), None);
+        // An assignment drops the old value where it is: the coroutine is not moved.
+        self.state = State::Finished;
     }
 }
 
-impl<P: Entries> fmt::Debug for Machine<P> {
+impl<P, S, F> fmt::Debug for Machine<P, S, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match self.state {
-            State::Unstarted(_) => "unstarted",
+            State::Unstarted { .. } => "unstarted",
             State::Running(_) => "running",
             State::Finished => "finished",
         };
@@ -203,28 +200,52 @@ impl<P: Entries> fmt::Debug for Machine<P> {
     }
 }
 
-impl<P: Entries> Process for Machine<P> {
+impl<P, S, F> Process for Machine<P, S, F>
+where
+    P: Send + 'static,
+    S: FnOnce(P, usize, Payloads) -> Result<F, InitError> + Send + 'static,
+    F: Future<Output = Result<Payload, StepError>> + Send + 'static,
+{
     fn init(&mut self, ctx: Context, method: &str, input: Payloads) -> Result<(), InitError> {
-        let process = match mem::replace(&mut self.state, State::Finished) {
-            State::Unstarted(p) => p,
-            other => {
-                self.state = other;
-                return Err(InitError::failed("this process was already initialised"));
-            }
+        // Checked before anything moves: a running coroutine must stay where it is.
+        if !matches!(self.state, State::Unstarted { .. }) {
+            return Err(InitError::failed("this process was already initialised"));
+        }
+        if !self.io.in_place {
+            return Err(InitError::failed(
+                "a #[process] process is started by the scheduler or wsched::testing, \
+                 which keep it in place while its entry runs; it cannot be initialised \
+                 by hand",
+            ));
+        }
+        let State::Unstarted {
+            process,
+            entries,
+            start,
+        } = mem::replace(&mut self.state, State::Finished)
+        else {
+            unreachable!("checked above")
         };
-        let body = process.start(method, input)?;
-        self.io.entry = body.entry;
+        let Some(index) = entries.iter().position(|e| *e == method) else {
+            return Err(InitError::unknown_method(method, entries));
+        };
+        self.state = State::Running(start(process, index, input)?);
+        self.io.entry = &entries[index];
         self.ctx = Some(ctx);
-        self.state = State::Running(body);
         Ok(())
     }
 
     fn step(&mut self, mut events: Events<'_>, out: &mut StepOutput) -> Result<(), StepError> {
-        let body = match &mut self.state {
-            State::Running(body) => body,
-            State::Unstarted(_) => return Err(StepError::new("stepped before init")),
+        let future = match &mut self.state {
+            State::Running(future) => future,
+            State::Unstarted { .. } => return Err(StepError::new("stepped before init")),
             State::Finished => return Err(StepError::new("stepped after it finished")),
         };
+        // SAFETY: the coroutine is never moved from here until it is dropped: it runs
+        // only in a machine whose runner promised not to move it until it is closed
+        // (`init` checks `in_place`), and it is dropped in place, by `finish` (which
+        // `close` calls) or by the machine's own drop.
+        let future = unsafe { Pin::new_unchecked(future) };
         // Iterated in place: moving `events` into the loop copied it from where the
         // caller had just written it, a store-forwarding stall on every step.
         for event in events.by_ref() {
@@ -233,44 +254,26 @@ impl<P: Entries> Process for Machine<P> {
             drop(self.io.deliver(event));
         }
         self.io.suspended = false;
+        // The suspension points write the yields, withdrawals and where they wait
+        // into `out` themselves.
         let poll = {
-            let _installed = io::install(&mut self.io, self.ctx.as_ref());
-            body.future
-                .as_mut()
-                .poll(&mut TaskCx::from_waker(Waker::noop()))
+            let _installed = io::install(&mut self.io, self.ctx.as_ref(), Some(&mut *out));
+            future.poll(&mut TaskCx::from_waker(Waker::noop()))
         };
-        let io = &mut self.io;
-        // The yields go out by swapping buffers with the (cleared) output, not one by
-        // one; the output's empty buffer collects the next step's yields.
-        if !io.outgoing.is_empty() {
-            let yields = out.yields_buffer();
-            if yields.is_empty() {
-                mem::swap(yields, &mut io.outgoing);
-            } else {
-                yields.append(&mut io.outgoing);
-            }
-        }
-        // Most steps withdraw nothing: skip the drain then.
-        if !io.withdrawn.is_empty() {
-            for tag in io.withdrawn.drain(..) {
-                out.withdraw(tag);
-            }
-        }
         match poll {
             Poll::Ready(result) => {
                 self.finish();
                 out.set_status(Status::Done(result?));
             }
             Poll::Pending => {
-                let Some(point) = io.point.filter(|_| io.suspended) else {
+                let Some(point) = out.suspend_point().filter(|_| self.io.suspended) else {
                     return Err(StepError::new(format!(
                         "entry `{}` awaited a future that is not a wsched suspension point \
                          (only yield_cmd!, yield_all!, recv! and #[suspend] methods may \
                          suspend an entry); it would never be woken",
-                        io.entry
+                        self.io.entry
                     )));
                 };
-                out.set_suspend_point(point);
                 out.set_status(match point.kind {
                     SuspendKind::Receive { .. } => Status::WaitingForMessage,
                     _ => Status::WaitingForYields,
@@ -282,5 +285,9 @@ impl<P: Entries> Process for Machine<P> {
 
     fn close(&mut self) {
         self.finish();
+    }
+
+    unsafe fn __stays_in_place(&mut self) {
+        self.io.in_place = true;
     }
 }

@@ -1,11 +1,11 @@
 //! The suspension points: the small futures that `yield_cmd!`, `yield_all!` and
 //! `recv!` await inside entries.
 //!
-//! Each one, when it cannot complete, records a [`SuspendPoint`] in the process's
-//! [`Io`](super::io::Io) (or, polled again, says it still waits there) and returns
-//! `Pending`; the machine's `step` reads it to set the status. A `Pending` without a
-//! recorded suspension point means the entry awaited something else, which the step
-//! reports as an error.
+//! Each one, when it cannot complete, writes its [`SuspendPoint`] into the step's
+//! output, notes in the process's [`Io`](super::io::Io) that it did, and returns
+//! `Pending`; the machine's `step` reads the point to set the status. A `Pending`
+//! without a recorded suspension point means the entry awaited something else, which
+//! the step reports as an error.
 //!
 //! A pending cancel is reported by the first suspension point that would otherwise have
 //! to wait; results that are already there are handed out first, so nothing is lost.
@@ -25,7 +25,7 @@ use super::io::{self, Io};
 use crate::command::{Command, Sleep};
 use crate::error::YieldError;
 use crate::payload::Payload;
-use crate::process::{Message, SuspendKind, SuspendPoint, Tag};
+use crate::process::{Message, StepOutput, SuspendKind, SuspendPoint, Tag};
 
 #[inline]
 fn output<T: Any>(result: Result<Payload, YieldError>) -> Result<T, YieldError> {
@@ -45,44 +45,43 @@ fn output<T: Any>(result: Result<Payload, YieldError>) -> Result<T, YieldError> 
 /// pending cancel, or record the suspension point) is done here, in the same borrow
 /// of the process's state as the dispatch.
 #[track_caller]
-pub fn yield_one<C: Command>(command: C) -> YieldOne<C::Output> {
+pub fn yield_one<C: Command>(command: C) -> YieldOne<C::Output, C> {
     let location = Location::caller();
-    let command_name = type_name::<C>();
-    let (tag, cancelled) = io::with("yield_cmd!", |io| {
-        let tag = io.dispatch(command);
+    let (tag, cancelled) = io::with_step("yield_cmd!", |io, out| {
+        let tag = io.dispatch(out, command);
         if io.take_cancel() {
             // Just yielded, so not arrived: nothing to drop.
-            let _ = io.abandon(tag);
+            let _ = io.abandon(out, tag);
             return (tag, true);
         }
-        io.suspend(SuspendPoint {
-            location,
-            kind: SuspendKind::Yield {
-                command: command_name,
-                count: 1,
-            },
-        });
+        io.suspend(out, YieldOne::<C::Output, C>::point(location));
         (tag, false)
     });
     YieldOne {
         tag,
+        location,
         first_poll: Some(cancelled),
-        _output: PhantomData,
+        _types: PhantomData,
     }
 }
 
-/// The completion of one yielded command whose output is an `O`.
+/// The completion of one yielded command, a `C` whose output is an `O`.
+///
+/// Generic over the command only for its name (where it waits is written anew at
+/// each poll that waits), so that its `Future` impl asks nothing of `C`: a value
+/// that is no command is reported once, by [`yield_one`].
 #[must_use = "a yield does nothing unless awaited"]
-pub struct YieldOne<O> {
+pub struct YieldOne<O, C> {
     tag: Tag,
+    location: &'static Location<'static>,
     /// Before the first poll: whether [`yield_one`] found a cancel.
     first_poll: Option<bool>,
-    _output: PhantomData<fn() -> O>,
+    _types: PhantomData<fn() -> (O, C)>,
 }
 
-impl<O> Unpin for YieldOne<O> {}
+impl<O, C> Unpin for YieldOne<O, C> {}
 
-impl<O: Any> Future for YieldOne<O> {
+impl<O: Any, C> Future for YieldOne<O, C> {
     type Output = Result<O, YieldError>;
 
     // The first poll is a flag check: inlined into the entry's coroutine.
@@ -97,21 +96,33 @@ impl<O: Any> Future for YieldOne<O> {
     }
 }
 
-impl<O: Any> YieldOne<O> {
+impl<O: Any, C> YieldOne<O, C> {
+    /// Where a yield of a `C` made at `location` waits.
+    #[inline]
+    fn point(location: &'static Location<'static>) -> SuspendPoint {
+        SuspendPoint {
+            location,
+            kind: SuspendKind::Yield {
+                command: type_name::<C>(),
+                count: 1,
+            },
+        }
+    }
+
     /// A poll in a later step: the completion may be there.
     #[inline]
     fn poll_again(&mut self) -> Poll<Result<O, YieldError>> {
-        let tag = self.tag;
-        let got = io::with("yield_cmd!", |io| {
+        let (tag, location) = (self.tag, self.location);
+        let got = io::with_step("yield_cmd!", |io, out| {
             if let Some(result) = io.take(tag) {
                 return Some(result);
             }
             if io.take_cancel() {
                 // Not arrived (checked above), so nothing to drop.
-                let _ = io.abandon(tag);
+                let _ = io.abandon(out, tag);
                 return Some(Err(YieldError::Cancelled));
             }
-            io.suspend_again();
+            io.suspend(out, Self::point(location));
             None
         });
         match got {
@@ -122,51 +133,38 @@ impl<O: Any> YieldOne<O> {
 }
 
 /// Yields commands of a [`CommandSet`] with the next tags.
-pub struct Dispatcher<'a>(&'a mut Io);
+pub struct Dispatcher<'a> {
+    io: &'a mut Io,
+    out: &'a mut StepOutput,
+}
 
 impl Dispatcher<'_> {
     /// Yields `command` with the next tag.
     pub fn dispatch<C: Command>(&mut self, command: C) -> Tag {
-        self.0.dispatch(command)
+        self.io.dispatch(self.out, command)
     }
 }
 
-/// Several commands yielded together: implemented for tuples of up to eight commands
-/// (output: the tuple of their results) and for `Vec<C>` (output: the vector of
-/// results, in order).
+/// Several commands yielded together by `yield_cmd!(a, b, …)`: implemented for tuples
+/// of up to eight commands (output: the tuple of their results).
 pub trait CommandSet: Send + 'static {
     /// The results, in the commands' order.
     type Output;
+    /// How many commands.
+    const LEN: usize;
     #[doc(hidden)]
     fn first_name(&self) -> &'static str;
     #[doc(hidden)]
     fn dispatch(self, io: &mut Dispatcher<'_>);
     #[doc(hidden)]
-    fn collect(results: Vec<Result<Payload, YieldError>>) -> Self::Output;
-}
-
-impl<C: Command> CommandSet for Vec<C> {
-    type Output = Vec<Result<C::Output, YieldError>>;
-
-    fn first_name(&self) -> &'static str {
-        type_name::<C>()
-    }
-
-    fn dispatch(self, io: &mut Dispatcher<'_>) {
-        for command in self {
-            io.dispatch(command);
-        }
-    }
-
-    fn collect(results: Vec<Result<Payload, YieldError>>) -> Self::Output {
-        results.into_iter().map(output::<C::Output>).collect()
-    }
+    fn collect(results: Results) -> Self::Output;
 }
 
 macro_rules! command_tuple {
     ($($c:ident),+) => {
         impl<$($c: Command),+> CommandSet for ($($c,)+) {
             type Output = ($(Result<$c::Output, YieldError>,)+);
+            const LEN: usize = [$(stringify!($c)),+].len();
 
             fn first_name(&self) -> &'static str {
                 command_tuple!(@first $($c),+)
@@ -178,9 +176,8 @@ macro_rules! command_tuple {
                 $(io.dispatch($c);)+
             }
 
-            fn collect(results: Vec<Result<Payload, YieldError>>) -> Self::Output {
-                let mut it = results.into_iter();
-                ($(output::<$c::Output>(it.next().expect("one result per command")),)+)
+            fn collect(mut results: Results) -> Self::Output {
+                ($(output::<$c::Output>(results.next().expect("one result per command")),)+)
             }
         }
     };
@@ -202,19 +199,13 @@ command_tuple!(A, B, C, D, E, F, G, H);
 pub fn yield_many<S: CommandSet>(commands: S) -> YieldMany<S::Output> {
     let location = Location::caller();
     let first_name = commands.first_name();
-    let (first, count) = io::with("yield_cmd!", |io| {
-        let before = io.tags_issued();
-        commands.dispatch(&mut Dispatcher(io));
-        (before + 1, io.tags_issued() - before)
+    let first = io::with_step("yield_cmd!", |io, out| {
+        io.reserve(out, S::LEN);
+        let first = io.tags_issued() + 1;
+        commands.dispatch(&mut Dispatcher { io, out });
+        first
     });
-    YieldMany {
-        first,
-        count,
-        arrived: 0,
-        first_name,
-        location,
-        collect: S::collect,
-    }
+    YieldMany::new(first, S::LEN as u64, first_name, location, S::collect)
 }
 
 /// `yield_all!(iterable)`: yields every command of the iterable in this step.
@@ -222,10 +213,59 @@ pub fn yield_many<S: CommandSet>(commands: S) -> YieldMany<S::Output> {
 pub fn yield_all<C: Command>(
     commands: impl IntoIterator<Item = C>,
 ) -> YieldMany<Vec<Result<C::Output, YieldError>>> {
-    // Collect first: the iterator runs user code, which must not run while the
-    // process's state is borrowed.
-    yield_many(commands.into_iter().collect::<Vec<C>>())
+    let location = Location::caller();
+    let commands = commands.into_iter();
+    let first = io::with_step("yield_cmd!", |io, out| {
+        io.reserve(out, commands.size_hint().0);
+        io.tags_issued() + 1
+    });
+    // One borrow of the state per command: the iterator runs user code, which must
+    // not run while the state is borrowed (collecting the commands first, as this did
+    // before, cost an allocation per `yield_all!`).
+    let mut count = 0;
+    for command in commands {
+        let tag = io::with_step("yield_cmd!", |io, out| io.dispatch(out, command));
+        debug_assert_eq!(tag.0, first + count, "the tags of a yield_all! follow on");
+        count += 1;
+    }
+    YieldMany::new(first, count, type_name::<C>(), location, collect_vec::<C>)
 }
+
+/// The results of a `yield_all!` of `C`s: one allocation, of the exact size.
+fn collect_vec<C: Command>(results: Results) -> Vec<Result<C::Output, YieldError>> {
+    results.map(output::<C::Output>).collect()
+}
+
+/// The results of commands yielded together, once all have arrived or were given up
+/// on (which gives [`YieldError::Cancelled`]), in order. Each is taken out of the
+/// process's state under a borrow of its own, so that converting it (which may drop
+/// a payload of the wrong type, user code) happens outside the borrow, without
+/// collecting them into a vector first.
+pub struct Results {
+    next: u64,
+    end: u64,
+}
+
+impl Iterator for Results {
+    type Item = Result<Payload, YieldError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.next == self.end {
+            return None;
+        }
+        let tag = Tag(self.next);
+        self.next += 1;
+        let result = io::with("yield_cmd!", |io| io.take(tag));
+        Some(result.unwrap_or(Err(YieldError::Cancelled)))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = (self.end - self.next) as usize;
+        (left, Some(left))
+    }
+}
+
+impl ExactSizeIterator for Results {}
 
 /// The completion of several commands yielded together, whose results are a `T`.
 ///
@@ -244,10 +284,29 @@ pub struct YieldMany<T> {
     arrived: u64,
     first_name: &'static str,
     location: &'static Location<'static>,
-    collect: fn(Vec<Result<Payload, YieldError>>) -> T,
+    collect: fn(Results) -> T,
 }
 
 impl<T> Unpin for YieldMany<T> {}
+
+impl<T> YieldMany<T> {
+    fn new(
+        first: u64,
+        count: u64,
+        first_name: &'static str,
+        location: &'static Location<'static>,
+        collect: fn(Results) -> T,
+    ) -> Self {
+        Self {
+            first,
+            count,
+            arrived: 0,
+            first_name,
+            location,
+            collect,
+        }
+    }
+}
 
 impl<T> Future for YieldMany<T> {
     type Output = T;
@@ -255,41 +314,42 @@ impl<T> Future for YieldMany<T> {
     fn poll(self: Pin<&mut Self>, _: &mut TaskCx<'_>) -> Poll<T> {
         let this = self.get_mut();
         let (first, count) = (this.first, this.count);
-        let results = io::with("yield_cmd!", |io| {
+        let done = io::with_step("yield_cmd!", |io, out| {
             while this.arrived < count && io.is_ready(Tag(first + this.arrived)) {
                 this.arrived += 1;
             }
             if this.arrived == count {
-                let results = (first..first + count)
-                    .map(|tag| io.take(Tag(tag)).expect("arrived"))
-                    .collect::<Vec<_>>();
-                return Some(results);
+                return true;
             }
             if io.take_cancel() {
                 // Completions already there are handed out; the others give up (not
                 // arrived, so abandoning them returns nothing to drop).
-                let results = (first..first + count)
-                    .map(|tag| {
-                        io.take(Tag(tag)).unwrap_or_else(|| {
-                            let _ = io.abandon(Tag(tag));
-                            Err(YieldError::Cancelled)
-                        })
-                    })
-                    .collect::<Vec<_>>();
-                return Some(results);
+                for tag in (first + this.arrived..first + count).map(Tag) {
+                    if !io.is_ready(tag) {
+                        let _ = io.abandon(out, tag);
+                    }
+                }
+                return true;
             }
-            io.suspend(SuspendPoint {
-                location: this.location,
-                kind: SuspendKind::Yield {
-                    command: this.first_name,
-                    count: count as usize,
+            io.suspend(
+                out,
+                SuspendPoint {
+                    location: this.location,
+                    kind: SuspendKind::Yield {
+                        command: this.first_name,
+                        count: count as usize,
+                    },
                 },
-            });
-            None
+            );
+            false
         });
-        match results {
-            Some(results) => Poll::Ready((this.collect)(results)),
-            None => Poll::Pending,
+        if done {
+            Poll::Ready((this.collect)(Results {
+                next: first,
+                end: first + count,
+            }))
+        } else {
+            Poll::Pending
         }
     }
 }
@@ -413,8 +473,7 @@ impl<T: Any> Filter for Typed<T> {
 pub fn recv<F: Filter>(timeout: Option<Duration>) -> Recv<F> {
     Recv {
         location: Location::caller(),
-        timeout,
-        timer: None,
+        deadline: timeout.map_or(Deadline::None, Deadline::After),
         _filter: PhantomData,
     }
 }
@@ -423,9 +482,20 @@ pub fn recv<F: Filter>(timeout: Option<Duration>) -> Recv<F> {
 #[must_use = "a receive does nothing unless awaited"]
 pub struct Recv<F> {
     location: &'static Location<'static>,
-    timeout: Option<Duration>,
-    timer: Option<Tag>,
+    deadline: Deadline,
     _filter: PhantomData<fn() -> F>,
+}
+
+/// A receive's timeout: one word pair, as a `Duration` alone is (the timeout is not
+/// needed once its timer runs), in every receive's state in the coroutine.
+#[derive(Clone, Copy)]
+enum Deadline {
+    /// No timeout.
+    None,
+    /// Gives up after this long; no timer yet.
+    After(Duration),
+    /// The timer, a [`Sleep`] yield with this tag, runs.
+    Timer(Tag),
 }
 
 impl<F> Unpin for Recv<F> {}
@@ -454,6 +524,29 @@ fn find_message<F: Filter>(mailbox: &mut VecDeque<Message>) -> Option<F::Output>
 }
 
 impl<F: Filter> Recv<F> {
+    /// Where the receive waits.
+    #[inline]
+    fn point(&self) -> SuspendPoint {
+        SuspendPoint {
+            location: self.location,
+            kind: SuspendKind::Receive {
+                message_type: F::name(),
+            },
+        }
+    }
+
+    /// Takes the tag of the running timer out, if one runs.
+    #[inline]
+    fn take_timer(&mut self) -> Option<Tag> {
+        match self.deadline {
+            Deadline::Timer(timer) => {
+                self.deadline = Deadline::None;
+                Some(timer)
+            }
+            _ => None,
+        }
+    }
+
     /// The rest of a poll when no message is there for this receive: the timer's
     /// completion, a cancel, or waiting. A completion to drop (outside the borrow)
     /// goes to `dropped`.
@@ -461,11 +554,12 @@ impl<F: Filter> Recv<F> {
     fn no_message(
         &mut self,
         io: &mut Io,
+        out: &mut StepOutput,
         dropped: &mut Option<Result<Payload, YieldError>>,
     ) -> Poll<Result<F::Output, RecvError>> {
-        if let Some(timer) = self.timer {
+        if let Deadline::Timer(timer) = self.deadline {
             if let Some(result) = io.take(timer) {
-                self.timer = None;
+                self.deadline = Deadline::None;
                 return Poll::Ready(Err(match result {
                     Ok(unit) => {
                         *dropped = Some(Ok(unit));
@@ -476,22 +570,17 @@ impl<F: Filter> Recv<F> {
             }
         }
         if io.take_cancel() {
-            if let Some(timer) = self.timer.take() {
-                *dropped = io.abandon(timer);
+            if let Some(timer) = self.take_timer() {
+                *dropped = io.abandon(out, timer);
             }
             return Poll::Ready(Err(RecvError::Cancelled));
         }
-        match self.timeout {
-            Some(d) if d.is_zero() => return Poll::Ready(Err(RecvError::Timeout)),
-            Some(d) if self.timer.is_none() => self.timer = Some(io.dispatch(Sleep(d))),
-            _ => {}
+        match self.deadline {
+            Deadline::After(d) if d.is_zero() => return Poll::Ready(Err(RecvError::Timeout)),
+            Deadline::After(d) => self.deadline = Deadline::Timer(io.dispatch(out, Sleep(d))),
+            Deadline::None | Deadline::Timer(_) => {}
         }
-        io.suspend(SuspendPoint {
-            location: self.location,
-            kind: SuspendKind::Receive {
-                message_type: F::name(),
-            },
-        });
+        io.suspend(out, self.point());
         Poll::Pending
     }
 }
@@ -511,14 +600,16 @@ impl<F: Filter> Recv<F> {
     #[inline(never)]
     fn poll_slow(&mut self) -> Poll<Result<F::Output, RecvError>> {
         let mut dropped = None;
-        let poll = io::with("recv!", |io| match take_message::<F>(&mut io.mailbox) {
-            Some(message) => {
-                if let Some(timer) = self.timer.take() {
-                    dropped = io.abandon(timer);
+        let poll = io::with_step("recv!", |io, out| {
+            match take_message::<F>(&mut io.mailbox) {
+                Some(message) => {
+                    if let Some(timer) = self.take_timer() {
+                        dropped = io.abandon(out, timer);
+                    }
+                    Poll::Ready(Ok(message))
                 }
-                Poll::Ready(Ok(message))
+                None => self.no_message(io, out, &mut dropped),
             }
-            None => self.no_message(io, &mut dropped),
         });
         drop(dropped);
         poll
@@ -533,22 +624,17 @@ impl<F: Filter> Future for Recv<F> {
         let this = self.get_mut();
         // Without a timer: a message is taken as `poll_slow` would; with none there,
         // no cancel and no timeout, the receive waits, as `poll_slow` would decide.
-        let quick = io::with("recv!", |io| {
-            if this.timer.is_some() {
+        let quick = io::with_step("recv!", |io, out| {
+            if matches!(this.deadline, Deadline::Timer(_)) {
                 return Quick::Other;
             }
             if let Some(message) = take_message::<F>(&mut io.mailbox) {
                 return Quick::Message(message);
             }
-            if this.timeout.is_some() || io.cancel_pending() {
+            if !matches!(this.deadline, Deadline::None) || io.cancel_pending() {
                 return Quick::Other;
             }
-            io.suspend(SuspendPoint {
-                location: this.location,
-                kind: SuspendKind::Receive {
-                    message_type: F::name(),
-                },
-            });
+            io.suspend(out, this.point());
             Quick::Pending
         });
         match quick {

@@ -78,7 +78,7 @@ pub fn pid() -> Pid {
 /// Outside a step of a `#[process]` process.
 #[track_caller]
 pub fn entry() -> &'static str {
-    io::with("wsched::this::entry()", |io| io.entry)
+    io::with("wsched::this::entry()", |io| *io.entry)
 }
 
 /// Whether a cancel request (shutdown, or an explicit cancel) has reached the process.
