@@ -420,6 +420,12 @@ impl Process for NewProcess {
     fn close(&mut self) {
         self.process_mut().close();
     }
+
+    unsafe fn __stays_in_place(&mut self) {
+        // SAFETY: the process lives in the cell's own allocation, which moving this
+        // handle does not move; the caller's promise carries over.
+        unsafe { self.process_mut().__stays_in_place() }
+    }
 }
 
 impl Header {
