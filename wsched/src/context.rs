@@ -10,7 +10,7 @@ use crate::pid::Pid;
 use crate::process::IntoProcess;
 use crate::runtime::cell::{Header, NewProcess, ProcessCell};
 
-/// Handed to [`Process::init`]: the process's own PID and a way to send messages and
+/// Handed to [`Process::init`](crate::Process::init): the process's own PID and a way to send messages and
 /// spawn processes on the scheduler (or the [`testing`](crate::testing) harness) that
 /// runs it. Cheap to clone; keep it for later steps.
 #[derive(Clone)]
