@@ -98,15 +98,16 @@ pub(crate) struct RawCompleter {
     armed: bool,
 }
 
-/// Completers dropped while a handler unwinds under `catch_panics`, so the
-/// dispatcher can complete them with the panic message instead of the less helpful
-/// "dropped"; and how many `catch_panics` are active on this thread (when none is,
-/// a completer dropped while unwinding reports "dropped" at once). The depth is a
-/// plain `Cell`: entering and leaving a handler costs no `RefCell` and no list
-/// swap, which matters on the path of every yield.
+/// How many `catch_panics` are active on this thread, and how many completers their
+/// unwinding handlers parked in [`PARKED`] (so the dispatcher can complete them with
+/// the panic message instead of the less helpful "dropped"; when no `catch_panics`
+/// is active, a completer dropped while unwinding reports "dropped" at once). Plain
+/// `Cell`s, const-initialised and without a destructor, so reaching them is a fixed
+/// offset from the thread pointer: entering and leaving a handler, on the path of
+/// every yield, costs two such reads and writes and nothing else.
 struct Unwinding {
     depth: Cell<u32>,
-    parked: RefCell<Vec<RawCompleter>>,
+    parked: Cell<u32>,
 }
 
 #[cfg(not(loom))]
@@ -114,17 +115,20 @@ thread_local! {
     static UNWINDING: Unwinding = const {
         Unwinding {
             depth: Cell::new(0),
-            parked: RefCell::new(Vec::new()),
+            parked: Cell::new(0),
         }
     };
+    /// Touched only when a handler unwinds.
+    static PARKED: RefCell<Vec<RawCompleter>> = const { RefCell::new(Vec::new()) };
 }
 // loom runs its threads on one OS thread: thread-locals must be its own.
 #[cfg(loom)]
 loom::thread_local! {
     static UNWINDING: Unwinding = Unwinding {
         depth: Cell::new(0),
-        parked: RefCell::new(Vec::new()),
+        parked: Cell::new(0),
     };
+    static PARKED: RefCell<Vec<RawCompleter>> = RefCell::new(Vec::new());
 }
 
 /// The process a worker is dispatching the yields of, and the buffer its next
@@ -134,13 +138,16 @@ struct Direct {
     events: Vec<Event>,
 }
 
+// The `Direct` of the `dispatch_direct` running on this thread, or null: a raw
+// pointer into that call's frame, so that reaching it costs no lazy-init check and
+// no `RefCell` flag (see `dispatch_direct` for why it is valid).
 #[cfg(not(loom))]
 thread_local! {
-    static DIRECT: RefCell<Option<Direct>> = const { RefCell::new(None) };
+    static DIRECT: Cell<*mut Direct> = const { Cell::new(std::ptr::null_mut()) };
 }
 #[cfg(loom)]
 loom::thread_local! {
-    static DIRECT: RefCell<Option<Direct>> = RefCell::new(None);
+    static DIRECT: Cell<*mut Direct> = Cell::new(std::ptr::null_mut());
 }
 
 /// Runs `dispatch` (the handler calls for the yields of `cell`'s step, on the worker
@@ -153,43 +160,55 @@ pub(crate) fn dispatch_direct<R>(
     events: &mut Vec<Event>,
     dispatch: impl FnOnce() -> R,
 ) -> R {
-    /// Puts the buffer back even if `dispatch` unwinds.
+    /// Owns the `Direct` that `DIRECT` points to while `dispatch` runs, and puts
+    /// the previous pointer and the buffer back even if `dispatch` unwinds.
     struct Restore<'a> {
         events: &'a mut Vec<Event>,
-        previous: Option<Direct>,
+        direct: Direct,
+        previous: *mut Direct,
     }
     impl Drop for Restore<'_> {
         fn drop(&mut self) {
-            let direct =
-                DIRECT.with(|d| std::mem::replace(&mut *d.borrow_mut(), self.previous.take()));
-            if let Some(direct) = direct {
-                *self.events = direct.events;
-            }
+            DIRECT.with(|d| d.set(self.previous));
+            *self.events = std::mem::take(&mut self.direct.events);
         }
     }
     let direct = Direct {
         cell: Arc::as_ptr(cell),
         events: std::mem::take(events),
     };
-    let previous = DIRECT.with(|d| d.borrow_mut().replace(direct));
-    let _restore = Restore { events, previous };
+    let mut restore = Restore {
+        events,
+        direct,
+        previous: std::ptr::null_mut(),
+    };
+    // `restore` stays in this frame, unmoved and untouched, until it is dropped, and
+    // its drop clears the pointer before using `direct` again: while `DIRECT` holds
+    // the pointer, `try_direct` is the only code that touches `direct`.
+    let current = &raw mut restore.direct;
+    restore.previous = DIRECT.with(|d| d.replace(current));
     dispatch()
 }
 
 /// Hands `event` to the step being dispatched on this thread if it is `cell`'s.
 fn try_direct(cell: &Arc<ProcessCell>, event: Event) -> Result<(), Event> {
     DIRECT.with(|d| {
-        let Ok(mut d) = d.try_borrow_mut() else {
+        let current = d.get();
+        if current.is_null() {
             return Err(event);
-        };
-        match d.as_mut() {
-            // Addresses only: two `dyn` pointers to one cell may carry different
-            // copies of its vtable.
-            Some(direct) if std::ptr::addr_eq(direct.cell, Arc::as_ptr(cell)) => {
-                direct.events.push(event);
-                Ok(())
-            }
-            _ => Err(event),
+        }
+        // SAFETY: a non-null `DIRECT` points to the `Direct` of a `dispatch_direct`
+        // running on this thread, alive until that call clears the pointer, and
+        // touched by nobody else meanwhile (see there). No user code runs while this
+        // reference lives, so no other `try_direct` can make a second one.
+        let direct = unsafe { &mut *current };
+        // Addresses only: two `dyn` pointers to one cell may carry different copies
+        // of its vtable.
+        if std::ptr::addr_eq(direct.cell, Arc::as_ptr(cell)) {
+            direct.events.push(event);
+            Ok(())
+        } else {
+            Err(event)
         }
     })
 }
@@ -252,20 +271,16 @@ impl Drop for RawCompleter {
         if !self.armed {
             return;
         }
-        if std::thread::panicking() {
-            let parked = UNWINDING.with(|u| {
-                if u.depth.get() == 0 {
-                    return false;
+        if std::thread::panicking() && UNWINDING.with(|u| u.depth.get()) > 0 {
+            let parked = PARKED.with(|parked| match parked.try_borrow_mut() {
+                Ok(mut parked) => {
+                    parked.push(self.take());
+                    true
                 }
-                match u.parked.try_borrow_mut() {
-                    Ok(mut parked) => {
-                        parked.push(self.take());
-                        true
-                    }
-                    Err(_) => false,
-                }
+                Err(_) => false,
             });
             if parked {
+                UNWINDING.with(|u| u.parked.set(u.parked.get() + 1));
                 return;
             }
         }
@@ -292,18 +307,21 @@ impl RawCompleter {
 pub(crate) fn catch_panics(call: impl FnOnce()) -> Option<String> {
     let mark = UNWINDING.with(|u| {
         u.depth.set(u.depth.get() + 1);
-        u.parked.borrow().len()
+        u.parked.get()
     });
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call));
-    let unwound: Vec<RawCompleter> = UNWINDING.with(|u| {
+    let parked = UNWINDING.with(|u| {
         u.depth.set(u.depth.get() - 1);
-        let mut parked = u.parked.borrow_mut();
-        if parked.len() > mark {
-            parked.drain(mark..).collect()
-        } else {
-            Vec::new()
-        }
+        let parked = u.parked.get();
+        u.parked.set(mark);
+        parked
     });
+    // Only a handler that unwound parked anything: the common case skips `PARKED`.
+    let unwound: Vec<RawCompleter> = if parked > mark {
+        PARKED.with(|p| p.borrow_mut().drain(mark as usize..).collect())
+    } else {
+        Vec::new()
+    };
     let message = outcome
         .err()
         .map(|panic| crate::runtime::panic_message(&*panic));

@@ -206,11 +206,15 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
             Some(task) => {
                 idle_rounds = 0;
                 shared.counters[index].steps.add(1);
+                // `run_task` takes the task out only to requeue it (moving the
+                // reference count into the queue instead of cloning it); until then
+                // it is here for `recover`.
+                let mut slot = Some(task);
                 let stepped = catch_unwind(AssertUnwindSafe(|| {
-                    run_task(&handle, index, &task, &mut events, &mut out);
+                    run_task(&handle, index, &mut slot, &mut events, &mut out);
                 }));
-                if let Err(panic) = stepped {
-                    recover(shared, &task, &*panic, &mut events, &mut out);
+                if let (Err(panic), Some(task)) = (stepped, &slot) {
+                    recover(shared, task, &*panic, &mut events, &mut out);
                 }
             }
             None => {
@@ -433,11 +437,12 @@ fn park(shared: &Shared, core: &Rc<RefCell<Core>>) {
 fn run_task(
     handle: &Handle,
     index: usize,
-    task: &Task,
+    slot: &mut Option<Task>,
     events: &mut Vec<Event>,
     out: &mut StepOutput,
 ) {
     let shared = handle.shared();
+    let task = slot.as_ref().expect("the worker passes a task");
     let Some(mut owned) = task.start_running() else {
         // Shutdown stopped it while it sat in a queue (see `State::request_stop`):
         // it is DONE, or RUNNING while whoever claimed it finishes it.
@@ -546,7 +551,10 @@ fn run_task(
                 drop_quietly(event);
             }
         }
-        suspend_or_requeue(shared, task, owned, suspend);
+        if let Some(placement) = suspend_or_requeue(shared, owned, suspend) {
+            let task = slot.take().expect("the task is taken only here");
+            schedule(shared, task, placement);
+        }
         return;
     }
 }
@@ -565,25 +573,26 @@ fn clear_output_quietly(out: &mut StepOutput) {
     out.clear();
 }
 
-fn suspend_or_requeue(shared: &Shared, task: &Task, owned: Owned<'_>, suspend: Suspend) {
+/// Ends a step that did not end the process. `Some`: the process is READY again and
+/// the caller must queue it there.
+fn suspend_or_requeue(shared: &Shared, owned: Owned<'_>, suspend: Suspend) -> Option<Placement> {
     if shared.is_stopping() {
         shared.finish(owned, Err(ProcessError::Stopped));
-        return;
+        return None;
     }
     match owned.finish_step(suspend) {
-        Ok(true) => {
-            let placement = if suspend == Suspend::Continue {
-                // It gave the worker back on purpose: behind everyone else.
-                Placement::Back
-            } else {
-                // Woken during its step, e.g. by a handler that completed at once.
-                Placement::LifoAfterStep
-            };
-            schedule(shared, task.clone(), placement);
+        Ok(true) if suspend == Suspend::Continue => {
+            // It gave the worker back on purpose: behind everyone else.
+            Some(Placement::Back)
         }
-        Ok(false) => {}
+        // Woken during its step, e.g. by a handler that completed at once.
+        Ok(true) => Some(Placement::LifoAfterStep),
+        Ok(false) => None,
         // Shutdown flagged it during the step (see `State::request_stop`).
-        Err(owned) => shared.finish(owned, Err(ProcessError::Stopped)),
+        Err(owned) => {
+            shared.finish(owned, Err(ProcessError::Stopped));
+            None
+        }
     }
 }
 
