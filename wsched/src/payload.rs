@@ -122,6 +122,11 @@ impl Payload {
         (self.meta.type_name)()
     }
 
+    /// What [`type_name`](Self::type_name) calls: a word to keep instead of the name.
+    pub(crate) fn type_name_fn(&self) -> fn() -> &'static str {
+        self.meta.type_name
+    }
+
     /// The `TypeId` of the value.
     pub fn value_type_id(&self) -> TypeId {
         (self.meta.type_id)()

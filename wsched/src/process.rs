@@ -141,33 +141,101 @@ pub struct Message {
 /// Events not consumed by the step are dropped when the step returns (one by one,
 /// a panic in one's `Drop` caught, so it neither fails the step nor aborts the
 /// program by panicking again while the rest are dropped).
-pub struct Events<'a>(std::vec::Drain<'a, Event>);
+pub struct Events<'a> {
+    // Two words, so a step receives its events in two registers: a larger iterator
+    // (a `vec::Drain` is five words) is passed through memory that the caller has
+    // just written and the step at once reads back with wider loads, a
+    // store-forwarding stall on every step.
+    //
+    // Invariant: `buffer`'s length is 0 while this exists (so forgetting it leaks
+    // events, never drops one twice); its elements `next..end` are live, owned by
+    // this iterator, and the ones before `next` were moved out. `next` and `end`
+    // share one word (`Cursor`): a pointer and one integer are a pair the ABI
+    // passes in registers, where three fields would go through memory.
+    buffer: &'a mut Vec<Event>,
+    cursor: Cursor,
+}
+
+/// `next` in the low 32 bits, `end` in the high 32.
+#[derive(Clone, Copy)]
+struct Cursor(u64);
+
+impl Cursor {
+    fn new(end: u32) -> Self {
+        Self(u64::from(end) << 32)
+    }
+
+    fn next(self) -> u32 {
+        self.0 as u32
+    }
+
+    fn end(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+
+    fn left(self) -> u32 {
+        self.end() - self.next()
+    }
+}
 
 impl Drop for Events<'_> {
     #[inline]
     fn drop(&mut self) {
         // Most steps consume every event: nothing to do then, and it is inlined
         // into every step.
-        if self.0.len() != 0 {
-            drop_all_quietly(self.0.by_ref());
+        if self.cursor.left() != 0 {
+            drop_all_quietly(self.by_ref());
         }
     }
 }
 
 impl<'a> Events<'a> {
     /// Drains `buffer` (which keeps its capacity for reuse).
+    ///
+    /// # Panics
+    /// If `buffer` holds more than `u32::MAX` events.
     pub fn new(buffer: &'a mut Vec<Event>) -> Self {
-        Self(buffer.drain(..))
+        let end = u32::try_from(buffer.len()).expect("at most u32::MAX events per step");
+        // SAFETY: shrinking the length leaves the elements in place, now owned by the
+        // iterator (see the invariant).
+        unsafe { buffer.set_len(0) };
+        Self {
+            buffer,
+            cursor: Cursor::new(end),
+        }
+    }
+
+    fn remaining(&self) -> &[Event] {
+        // SAFETY: the elements `next..end` are live and in the buffer's allocation
+        // (see the invariant); nothing moves them while `self` is borrowed.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.buffer.as_ptr().add(self.cursor.next() as usize),
+                self.cursor.left() as usize,
+            )
+        }
     }
 }
 
 impl Iterator for Events<'_> {
     type Item = Event;
+
+    #[inline]
     fn next(&mut self) -> Option<Event> {
-        self.0.next()
+        if self.cursor.left() == 0 {
+            return None;
+        }
+        // SAFETY: element `next` is live and owned by the iterator (see the
+        // invariant); advancing `next` hands its ownership to the caller.
+        let event = unsafe { self.buffer.as_ptr().add(self.cursor.next() as usize).read() };
+        // `next < end`, so this cannot carry into `end`.
+        self.cursor.0 += 1;
+        Some(event)
     }
+
     fn size_hint(&self) -> (usize, Option<usize>) {
-        self.0.size_hint()
+        let left = self.cursor.left() as usize;
+        (left, Some(left))
     }
 }
 
@@ -175,7 +243,7 @@ impl ExactSizeIterator for Events<'_> {}
 
 impl fmt::Debug for Events<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Events").field(&self.0.as_slice()).finish()
+        f.debug_tuple("Events").field(&self.remaining()).finish()
     }
 }
 
@@ -197,19 +265,17 @@ pub enum Status {
 pub struct Yield {
     tag: Tag,
     /// A payload rather than a box: small commands are stored inline, unallocated.
+    /// It also knows the command's type and type name.
     command: Payload,
-    command_type: TypeId,
-    command_name: &'static str,
 }
 
 impl Yield {
     /// A yield of `command` tagged `tag`.
+    #[inline]
     pub fn new<C: Command>(tag: Tag, command: C) -> Self {
         Self {
             tag,
             command: Payload::new(command),
-            command_type: TypeId::of::<C>(),
-            command_name: std::any::type_name::<C>(),
         }
     }
 
@@ -220,17 +286,17 @@ impl Yield {
 
     /// The command's type name, as `std::any::type_name` spells it.
     pub fn command_name(&self) -> &'static str {
-        self.command_name
+        self.command.type_name()
     }
 
     /// The command's `TypeId`: the key handlers are registered under.
     pub fn command_type(&self) -> TypeId {
-        self.command_type
+        self.command.value_type_id()
     }
 
     /// Whether the command is a `C`.
     pub fn is<C: Command>(&self) -> bool {
-        self.command_type == TypeId::of::<C>()
+        self.command.is::<C>()
     }
 
     /// Borrows the command as a `C`.
@@ -251,14 +317,14 @@ impl Yield {
     }
 
     /// Splits into the tag and the type-erased command.
-    pub(crate) fn into_parts(self) -> (Tag, Payload, TypeId, &'static str) {
-        (self.tag, self.command, self.command_type, self.command_name)
+    pub(crate) fn into_parts(self) -> (Tag, Payload) {
+        (self.tag, self.command)
     }
 }
 
 impl fmt::Debug for Yield {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Yield({} {})", self.tag, self.command_name)
+        write!(f, "Yield({} {})", self.tag, self.command_name())
     }
 }
 
@@ -541,6 +607,63 @@ pub(crate) fn init_process(
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// Counts its drops.
+    struct Counted(Arc<AtomicUsize>);
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn messages(n: usize, drops: &Arc<AtomicUsize>) -> Vec<Event> {
+        (0..n)
+            .map(|_| {
+                Event::Message(Message {
+                    from: None,
+                    payload: Payload::new(Counted(drops.clone())),
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn events_hand_out_each_event_once_and_drop_the_rest() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut buffer = messages(5, &drops);
+        let capacity = buffer.capacity();
+        let mut events = Events::new(&mut buffer);
+        assert_eq!(events.len(), 5);
+        let first = events.next().expect("five events");
+        let second = events.next().expect("five events");
+        assert_eq!(events.size_hint(), (3, Some(3)));
+        assert!(format!("{events:?}").starts_with("Events(["));
+        drop(events);
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            3,
+            "the three left are dropped"
+        );
+        drop((first, second));
+        assert_eq!(drops.load(Ordering::SeqCst), 5, "each exactly once");
+        assert!(buffer.is_empty());
+        assert_eq!(buffer.capacity(), capacity, "the buffer is kept for reuse");
+    }
+
+    #[test]
+    fn forgotten_events_leak_and_are_never_dropped_twice() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut buffer = messages(3, &drops);
+        let mut events = Events::new(&mut buffer);
+        drop(events.next());
+        std::mem::forget(events);
+        assert!(buffer.is_empty(), "the buffer no longer owns the events");
+        drop(buffer);
+        assert_eq!(drops.load(Ordering::SeqCst), 1, "only the consumed one");
+    }
 
     #[test]
     fn suspend_points_compare_by_value_whatever_the_pointers() {

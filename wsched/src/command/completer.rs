@@ -45,7 +45,7 @@ impl<C: Command> Completer<C> {
     /// Completes the yield with an error: the process sees
     /// [`YieldError::Failed`] naming the command.
     pub fn fail(self, error: impl Into<BoxError>) {
-        let command = self.raw.command;
+        let command = (self.raw.command)();
         self.raw.deliver(Err(YieldError::Failed {
             command,
             source: error.into(),
@@ -82,7 +82,7 @@ impl<C: Command> Completer<C> {
 impl<C: Command> fmt::Debug for Completer<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Completer")
-            .field("command", &self.raw.command)
+            .field("command", &(self.raw.command)())
             .field("pid", &self.pid())
             .field("tag", &self.raw.tag)
             .finish()
@@ -94,7 +94,9 @@ pub(crate) struct RawCompleter {
     /// The process, and through it the scheduler (see `ProcessCell::handle`).
     cell: Arc<ProcessCell>,
     tag: Tag,
-    command: &'static str,
+    /// The command's type name, for errors; a function pointer is a word where the
+    /// name itself would be two.
+    command: fn() -> &'static str,
     armed: bool,
 }
 
@@ -214,7 +216,7 @@ fn try_direct(cell: &Arc<ProcessCell>, event: Event) -> Result<(), Event> {
 }
 
 impl RawCompleter {
-    pub(crate) fn new(cell: Arc<ProcessCell>, tag: Tag, command: &'static str) -> Self {
+    pub(crate) fn new(cell: Arc<ProcessCell>, tag: Tag, command: fn() -> &'static str) -> Self {
         Self {
             cell,
             tag,
@@ -284,7 +286,7 @@ impl Drop for RawCompleter {
                 return;
             }
         }
-        let command = self.command;
+        let command = (self.command)();
         self.take().deliver(Err(YieldError::Dropped { command }));
     }
 }
@@ -326,7 +328,7 @@ pub(crate) fn catch_panics(call: impl FnOnce()) -> Option<String> {
         .err()
         .map(|panic| crate::runtime::panic_message(&*panic));
     for completer in unwound {
-        let command = completer.command;
+        let command = (completer.command)();
         let error = match &message {
             Some(message) => YieldError::HandlerPanicked {
                 command,

@@ -97,9 +97,10 @@ impl Handlers {
         cell: &Arc<ProcessCell>,
         y: Yield,
     ) {
-        let (tag, command, type_id, name) = y.into_parts();
-        let raw = RawCompleter::new(cell.clone(), tag, name);
-        let Some(registration) = self.table.get(&type_id) else {
+        let (tag, command) = y.into_parts();
+        let raw = RawCompleter::new(cell.clone(), tag, command.type_name_fn());
+        let Some(registration) = self.table.get(&command.value_type_id()) else {
+            let name = command.type_name();
             // The command is user data: its drop may panic, on a worker.
             crate::runtime::drop_quietly(command);
             raw.deliver(Err(YieldError::NoHandler { command: name }));
