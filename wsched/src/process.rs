@@ -451,14 +451,38 @@ impl StepOutput {
     }
 
     /// Takes the status out, leaving none.
+    #[inline]
     pub fn take_status(&mut self) -> Option<Status> {
-        self.status.take()
+        // The variant is read on its own, and the payload only for `Done`: copying
+        // the whole status out in wide loads, right after the step stored only a
+        // variant, stalls on store forwarding.
+        let status = match self.status {
+            None => return None,
+            Some(Status::Done(_)) => return self.status.take(),
+            Some(Status::WaitingForYields) => Status::WaitingForYields,
+            Some(Status::WaitingForMessage) => Status::WaitingForMessage,
+            Some(Status::Continue) => Status::Continue,
+        };
+        self.status = None;
+        Some(status)
     }
 
     /// Yields `command` with `tag`.
     #[inline]
     pub fn yield_command<C: Command>(&mut self, tag: Tag, command: C) {
-        self.yields.push(Yield::new(tag, command));
+        self.yields.reserve(1);
+        let len = self.yields.len();
+        // SAFETY: `reserve` made room for one more; the slot is written, then
+        // counted. Built in place: `push` would build the yield first and copy it
+        // after its capacity check, reading back what was just stored (a
+        // store-forwarding stall on every yield).
+        unsafe {
+            self.yields
+                .as_mut_ptr()
+                .add(len)
+                .write(Yield::new(tag, command));
+            self.yields.set_len(len + 1);
+        }
     }
 
     /// Appends a ready-made yield.
@@ -536,6 +560,11 @@ impl StepOutput {
     /// Where the process said it waits.
     pub fn suspend_point(&self) -> Option<SuspendPoint> {
         self.suspended_at
+    }
+
+    /// [`suspend_point`](Self::suspend_point), by reference.
+    pub(crate) fn suspend_point_ref(&self) -> &Option<SuspendPoint> {
+        &self.suspended_at
     }
 
     /// Clears everything for the next step, keeping the buffer's capacity.

@@ -305,8 +305,9 @@ impl RawCompleter {
 }
 
 /// Runs a handler call, turning a panic into [`YieldError::HandlerPanicked`] for the
-/// completer(s) its unwinding dropped. Returns the panic message, if it panicked.
-pub(crate) fn catch_panics(call: impl FnOnce()) -> Option<String> {
+/// completer(s) its unwinding dropped.
+#[inline]
+pub(crate) fn catch_panics(call: impl FnOnce()) {
     let mark = UNWINDING.with(|u| {
         u.depth.set(u.depth.get() + 1);
         u.parked.get()
@@ -318,15 +319,27 @@ pub(crate) fn catch_panics(call: impl FnOnce()) -> Option<String> {
         u.parked.set(mark);
         parked
     });
-    // Only a handler that unwound parked anything: the common case skips `PARKED`.
+    // Only a handler that unwound parked anything; the common case returns here,
+    // having touched two thread-local `Cell`s.
+    if let Err(panic) = outcome {
+        settle_unwound(mark, parked, Some(&*panic));
+    } else if parked > mark {
+        settle_unwound(mark, parked, None);
+    }
+}
+
+/// Completes the completers parked (`mark..parked` in `PARKED`) while a handler
+/// unwound: with the panic's message if the handler panicked, else as dropped (some
+/// inner code unwound and the handler caught it).
+#[cold]
+#[inline(never)]
+fn settle_unwound(mark: u32, parked: u32, panic: Option<&(dyn std::any::Any + Send)>) {
     let unwound: Vec<RawCompleter> = if parked > mark {
         PARKED.with(|p| p.borrow_mut().drain(mark as usize..).collect())
     } else {
         Vec::new()
     };
-    let message = outcome
-        .err()
-        .map(|panic| crate::runtime::panic_message(&*panic));
+    let message = panic.map(crate::runtime::panic_message);
     for completer in unwound {
         let command = (completer.command)();
         let error = match &message {
@@ -334,12 +347,10 @@ pub(crate) fn catch_panics(call: impl FnOnce()) -> Option<String> {
                 command,
                 message: message.clone(),
             },
-            // Dropped while some inner code unwound and was caught by the handler.
             None => YieldError::Dropped { command },
         };
         completer.deliver(Err(error));
     }
-    message
 }
 
 // ---- for the timer service (command/timer.rs) ----------------------------------

@@ -34,7 +34,7 @@ use crate::command::Command;
 use crate::context::Context;
 use crate::error::YieldError;
 use crate::payload::Payload;
-use crate::process::{Event, Message, StepOutput, SuspendPoint, Tag, Yield};
+use crate::process::{Event, Message, StepOutput, SuspendPoint, Tag};
 
 /// Where one yielded tag stands.
 enum Slot {
@@ -171,7 +171,8 @@ impl Io {
             self.slots.extend(std::iter::once(Slot::Waiting));
         }
         self.live += 1;
-        out.yields_buffer().push(Yield::new(tag, command));
+        // In place (see `StepOutput::yield_command`).
+        out.yield_command(tag, command);
         tag
     }
 

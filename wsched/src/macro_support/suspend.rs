@@ -44,7 +44,11 @@ fn output<T: Any>(result: Result<Payload, YieldError>) -> Result<T, YieldError> 
 /// completion (completions arrive between steps): what that poll would do (report a
 /// pending cancel, or record the suspension point) is done here, in the same borrow
 /// of the process's state as the dispatch.
+// Inlined into the entry's coroutine: returned from a call, the future went through
+// memory and was read back at once, wider than it was written (a store-forwarding
+// stall on every `yield_cmd!`).
 #[track_caller]
+#[inline(always)]
 pub fn yield_one<C: Command>(command: C) -> YieldOne<C::Output, C> {
     let location = Location::caller();
     let (tag, cancelled) = io::with_step("yield_cmd!", |io, out| {

@@ -643,7 +643,10 @@ impl<'a> Owned<'a> {
             .map_err(|panic| panic_message(&*panic))
     }
 
-    pub(crate) fn record_step(&mut self, suspended_at: Option<SuspendPoint>) {
+    /// Counts a step and publishes where it left the process waiting. By reference:
+    /// the comparison reads the point field by field, where a copy would load it
+    /// whole right after the step stored it piecewise (a store-forwarding stall).
+    pub(crate) fn record_step(&mut self, suspended_at: &Option<SuspendPoint>) {
         let steps = &self.cell.steps;
         steps.store(steps.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         // SAFETY: the owner is the only writer, so its unlocked read races with no
@@ -651,9 +654,9 @@ impl<'a> Owned<'a> {
         let unchanged = self
             .cell
             .suspended_at
-            .with(|published| unsafe { *published == suspended_at });
+            .with(|published| unsafe { *published == *suspended_at });
         if !unchanged {
-            self.publish_suspend_point(suspended_at);
+            self.publish_suspend_point(*suspended_at);
         }
     }
 

@@ -468,7 +468,7 @@ fn run_task(
         // Events the step did not consume, and the yields of a failed step, are
         // user values: dropped quietly.
         clear_quietly(events);
-        owned.record_step(out.suspend_point());
+        owned.record_step(out.suspend_point_ref());
 
         let status = match stepped {
             Err(panic) => {
