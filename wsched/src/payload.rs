@@ -182,6 +182,29 @@ impl Payload {
         }
     }
 
+    /// Moves the value out as a `T`, leaving the unit value behind; `None` (and the
+    /// payload untouched) if it holds another type. For callers that hold the
+    /// payload in place (a handler reading a yield's command where the step wrote
+    /// it): moving the whole payload first would copy it through memory.
+    #[inline]
+    pub(crate) fn take_in_place<T: Any>(&mut self) -> Option<T> {
+        if !self.is::<T>() {
+            return None;
+        }
+        let value = if self.meta.inline {
+            // SAFETY: the value is a `T` (checked), stored inline by `new`; the meta
+            // is replaced below before anything can drop or read it again.
+            unsafe { self.storage.as_ptr().cast::<T>().read() }
+        } else {
+            // SAFETY: the value is a `T` (checked) in the box whose pointer `new`
+            // stored; the meta is replaced below, so the box is taken exactly once.
+            *unsafe { Box::from_raw(self.value_ptr().cast::<T>().cast_mut()) }
+        };
+        // The unit value needs no storage: what is left there is never read.
+        self.meta = &<() as Described>::META;
+        Some(value)
+    }
+
     /// Borrows the value as a `T`.
     pub fn downcast_ref<T: Any>(&self) -> Option<&T> {
         // SAFETY: the value is a `T` (checked) at `value_ptr`, alive as long as

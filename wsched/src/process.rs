@@ -316,9 +316,9 @@ impl Yield {
         }
     }
 
-    /// Splits into the tag and the type-erased command.
-    pub(crate) fn into_parts(self) -> (Tag, Payload) {
-        (self.tag, self.command)
+    /// The type-erased command, in place.
+    pub(crate) fn command_mut(&mut self) -> &mut Payload {
+        &mut self.command
     }
 }
 
@@ -499,6 +499,15 @@ impl StepOutput {
     /// Removes and returns the yields, in order (the buffer keeps its capacity).
     pub fn drain_yields(&mut self) -> std::vec::Drain<'_, Yield> {
         self.yields.drain(..)
+    }
+
+    /// Runs `f` on each yield in place, in order, then drops them (most left as
+    /// unit payloads by handlers that took their commands).
+    pub(crate) fn dispatch_yields(&mut self, mut f: impl FnMut(&mut Yield)) {
+        for y in &mut self.yields {
+            f(y);
+        }
+        self.yields.clear();
     }
 
     /// The yields buffer itself: the macro's suspension points write their yields

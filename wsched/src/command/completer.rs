@@ -292,6 +292,13 @@ impl Drop for RawCompleter {
 }
 
 impl RawCompleter {
+    /// Disarms the completer, giving back what it was made of (the caller makes a
+    /// new completer from them).
+    pub(crate) fn into_parts(mut self) -> (Arc<ProcessCell>, Tag) {
+        self.armed = false;
+        (self.cell.clone(), self.tag)
+    }
+
     /// Moves the completer's contents out, disarming `self`.
     fn take(&mut self) -> RawCompleter {
         self.armed = false;

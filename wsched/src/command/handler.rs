@@ -10,11 +10,15 @@ use crate::command::Command;
 use crate::error::{BuildError, YieldError};
 use crate::fast_hash::FastHash;
 use crate::payload::Payload;
-use crate::process::Yield;
+use crate::process::{Tag, Yield};
 use crate::runtime::cell::ProcessCell;
 use std::sync::Arc;
 
-type ErasedHandler = dyn Fn(Payload, RawCompleter) + Send + Sync;
+/// Takes the command (a `C`) out of the payload where the step wrote it, makes the
+/// completer for the yield tagged `Tag` of the process in the cell, and calls the
+/// handler: built in the generic closure, so that nothing type-erased is moved
+/// through memory on the way.
+type ErasedHandler = dyn Fn(&mut Payload, &Arc<ProcessCell>, Tag) + Send + Sync;
 
 /// Where a handler runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,12 +50,15 @@ impl Registration {
             command: std::any::type_name::<C>(),
             placement,
             builtin: false,
-            call: Arc::new(move |command: Payload, raw: RawCompleter| {
-                let command = command.downcast::<C>().unwrap_or_else(|_| {
-                    unreachable!("handlers are looked up by the command's TypeId")
-                });
-                handler(command, Completer::new(raw));
-            }),
+            call: Arc::new(
+                move |command: &mut Payload, cell: &Arc<ProcessCell>, tag: Tag| {
+                    let command = command.take_in_place::<C>().unwrap_or_else(|| {
+                        unreachable!("handlers are looked up by the command's TypeId")
+                    });
+                    let raw = RawCompleter::new(cell.clone(), tag, std::any::type_name::<C>);
+                    handler(command, Completer::new(raw));
+                },
+            ),
         }
     }
 
@@ -95,25 +102,31 @@ impl Handlers {
         &self,
         blocking: &std::sync::Arc<BlockingPool>,
         cell: &Arc<ProcessCell>,
-        y: Yield,
+        y: &mut Yield,
     ) {
-        let (tag, command) = y.into_parts();
-        let raw = RawCompleter::new(cell.clone(), tag, command.type_name_fn());
+        let tag = y.tag();
+        let command = y.command_mut();
         let Some(registration) = self.table.get(&command.value_type_id()) else {
             let name = command.type_name();
+            let raw = RawCompleter::new(cell.clone(), tag, command.type_name_fn());
             // The command is user data: its drop may panic, on a worker.
-            crate::runtime::drop_quietly(command);
+            crate::runtime::drop_quietly(std::mem::replace(command, Payload::unit()));
             raw.deliver(Err(YieldError::NoHandler { command: name }));
             return;
         };
         match registration.placement {
             Placement::Worker => {
-                catch_panics(|| (registration.call)(command, raw));
+                catch_panics(|| (registration.call)(command, cell, tag));
             }
             Placement::Blocking => {
+                let mut command = std::mem::replace(command, Payload::unit());
+                // Armed until the job runs: a job the pool drops unrun (it shut
+                // down) completes the yield as dropped rather than never.
+                let raw = RawCompleter::new(cell.clone(), tag, command.type_name_fn());
                 let call = registration.call.clone();
                 blocking.run(Box::new(move || {
-                    catch_panics(|| call(command, raw));
+                    let (cell, tag) = raw.into_parts();
+                    catch_panics(|| call(&mut command, &cell, tag));
                 }));
             }
         }

@@ -494,9 +494,7 @@ fn run_task(
         // Yields go out in order, after the step, before the state changes.
         if !out.yields().is_empty() {
             dispatch_direct(task, events, || {
-                for y in out.drain_yields() {
-                    shared.handlers.dispatch(&shared.blocking, task, y);
-                }
+                out.dispatch_yields(|y| shared.handlers.dispatch(&shared.blocking, task, y));
             });
         }
 
