@@ -38,8 +38,9 @@ impl<C: Command> Completer<C> {
     }
 
     /// Completes the yield with the command's output.
+    #[inline]
     pub fn complete(self, output: C::Output) {
-        self.raw.deliver(Ok(Payload::new(output)));
+        self.raw.deliver_with(|| Ok(Payload::new(output)));
     }
 
     /// Completes the yield with an error: the process sees
@@ -192,29 +193,6 @@ pub(crate) fn dispatch_direct<R>(
     dispatch()
 }
 
-/// Hands `event` to the step being dispatched on this thread if it is `cell`'s.
-fn try_direct(cell: &Arc<ProcessCell>, event: Event) -> Result<(), Event> {
-    DIRECT.with(|d| {
-        let current = d.get();
-        if current.is_null() {
-            return Err(event);
-        }
-        // SAFETY: a non-null `DIRECT` points to the `Direct` of a `dispatch_direct`
-        // running on this thread, alive until that call clears the pointer, and
-        // touched by nobody else meanwhile (see there). No user code runs while this
-        // reference lives, so no other `try_direct` can make a second one.
-        let direct = unsafe { &mut *current };
-        // Addresses only: two `dyn` pointers to one cell may carry different copies
-        // of its vtable.
-        if std::ptr::addr_eq(direct.cell, Arc::as_ptr(cell)) {
-            direct.events.push(event);
-            Ok(())
-        } else {
-            Err(event)
-        }
-    })
-}
-
 impl RawCompleter {
     pub(crate) fn new(cell: Arc<ProcessCell>, tag: Tag, command: fn() -> &'static str) -> Self {
         Self {
@@ -226,15 +204,52 @@ impl RawCompleter {
     }
 
     /// Delivers the completion event; ignored if the process has ended.
-    pub(crate) fn deliver(mut self, result: Result<Payload, YieldError>) {
+    pub(crate) fn deliver(self, result: Result<Payload, YieldError>) {
+        self.deliver_with(|| result);
+    }
+
+    /// [`deliver`](Self::deliver) of what `result` makes, made where it goes: when
+    /// the completion goes straight to the step being dispatched on this thread, the
+    /// event is built in place in that step's buffer. (Built first and then moved,
+    /// it was copied through memory and read back wider than it was written: a
+    /// store-forwarding stall on every completion.)
+    #[inline]
+    pub(crate) fn deliver_with(mut self, result: impl FnOnce() -> Result<Payload, YieldError>) {
         self.armed = false;
-        let event = Event::Completion(Completion {
-            tag: self.tag,
-            result,
-        });
-        let Err(event) = try_direct(&self.cell, event) else {
+        let tag = self.tag;
+        let current = DIRECT.with(|d| d.get());
+        // SAFETY: a non-null `DIRECT` points to the `Direct` of a `dispatch_direct`
+        // running on this thread, alive until that call clears the pointer, and
+        // touched by nobody else meanwhile (see there). `result` builds a payload or
+        // an error and runs no code that could reach `DIRECT`, so this reference is
+        // the only one while it lives.
+        let direct = unsafe { current.as_mut() };
+        // Addresses only: two `dyn` pointers to one cell may carry different copies
+        // of its vtable.
+        if let Some(direct) =
+            direct.filter(|direct| std::ptr::addr_eq(direct.cell, Arc::as_ptr(&self.cell)))
+        {
+            let events = &mut direct.events;
+            events.reserve(1);
+            let len = events.len();
+            // SAFETY: `reserve` made room for one more; the slot is written, then
+            // counted.
+            unsafe {
+                events
+                    .as_mut_ptr()
+                    .add(len)
+                    .write(Event::Completion(Completion {
+                        tag,
+                        result: result(),
+                    }));
+                events.set_len(len + 1);
+            }
             return;
-        };
+        }
+        let event = Event::Completion(Completion {
+            tag,
+            result: result(),
+        });
         // A finished process hands the event back: dropping it is the documented
         // "completion after the process ended is ignored". It holds the handler's
         // output, whose drop may panic on whatever thread completes.
