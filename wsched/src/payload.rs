@@ -45,7 +45,10 @@ const fn fits_inline<T>() -> bool {
 /// What a payload knows of its value's type: one static per type (see `Described`).
 struct Meta {
     type_name: fn() -> &'static str,
-    type_id: fn() -> TypeId,
+    /// The id itself, not a function returning it: a type check is then a load
+    /// from this static, where a call returned the id through memory and the
+    /// comparison read it back wider than it was written.
+    type_id: TypeId,
     inline: bool,
     /// Drops the value `storage` holds (inline, or through its box).
     drop: unsafe fn(&mut Storage),
@@ -60,7 +63,7 @@ trait Described: Any + Send {
 impl<T: Any + Send> Described for T {
     const META: Meta = Meta {
         type_name: std::any::type_name::<T>,
-        type_id: TypeId::of::<T>,
+        type_id: TypeId::of::<T>(),
         inline: fits_inline::<T>(),
         drop: drop_value::<T>,
     };
@@ -114,7 +117,7 @@ impl Payload {
 
     /// Whether the value is a `T`.
     pub fn is<T: Any>(&self) -> bool {
-        (self.meta.type_id)() == TypeId::of::<T>()
+        self.meta.type_id == TypeId::of::<T>()
     }
 
     /// The name of the value's type, as `std::any::type_name` spells it.
@@ -129,7 +132,7 @@ impl Payload {
 
     /// The `TypeId` of the value.
     pub fn value_type_id(&self) -> TypeId {
-        (self.meta.type_id)()
+        self.meta.type_id
     }
 
     /// Where the value is.
