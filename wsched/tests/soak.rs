@@ -293,7 +293,7 @@ impl Helper {
                     let mut batch = vec![first];
                     batch.extend(rx.try_iter());
                     rounds += 1;
-                    if rounds % 8 == 0 {
+                    if rounds.is_multiple_of(8) {
                         thread::sleep(Duration::from_micros(50));
                     }
                     let n = batch.len() as u64;

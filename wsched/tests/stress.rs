@@ -60,7 +60,7 @@ impl Process for Worker {
             _ => {
                 for event in events {
                     if let Event::Message(m) = event {
-                        if self.n % 10 == 0 {
+                        if self.n.is_multiple_of(10) {
                             panic!("{MARKER} {}", self.n);
                         }
                         assert_eq!(m.from, Some(ctx.pid()));

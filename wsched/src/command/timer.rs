@@ -547,7 +547,7 @@ impl<T: TimerItem> Wheel<T> {
             fired.clear();
             self.level0[slot] = fired;
             self.next_tick += 1;
-            if self.next_tick % SLOTS == 0 {
+            if self.next_tick.is_multiple_of(SLOTS) {
                 self.enter_epoch();
             }
         }

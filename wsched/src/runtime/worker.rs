@@ -285,7 +285,7 @@ impl Core {
     fn find_task(&mut self, shared: &Shared) -> Option<Task> {
         let counters = &shared.counters[self.index];
         self.tick = self.tick.wrapping_add(1);
-        if self.tick % GLOBAL_CHECK_INTERVAL == 0 {
+        if self.tick.is_multiple_of(GLOBAL_CHECK_INTERVAL) {
             if let Some(task) = self.pop_global(shared) {
                 return Some(task);
             }
