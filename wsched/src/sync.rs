@@ -17,6 +17,8 @@ mod imp {
     pub(crate) type Mutex<T> = parking_lot::Mutex<T>;
     pub(crate) type MutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
     pub(crate) type Condvar = parking_lot::Condvar;
+    /// A `parking_lot` reader-writer lock, for tables read far more than written.
+    pub(crate) type RwLock<T> = parking_lot::RwLock<T>;
 
     /// Busy-wait hint for spin loops (loom turns this into a scheduling point).
     #[inline]
@@ -147,6 +149,28 @@ mod imp {
         pub(crate) fn notify_all(&self) -> usize {
             self.0.notify_all();
             0
+        }
+    }
+
+    /// loom's reader-writer lock behind `parking_lot`'s API.
+    #[derive(Debug, Default)]
+    pub(crate) struct RwLock<T>(loom::sync::RwLock<T>);
+
+    impl<T> RwLock<T> {
+        pub(crate) fn new(value: T) -> Self {
+            Self(loom::sync::RwLock::new(value))
+        }
+
+        pub(crate) fn read(&self) -> loom::sync::RwLockReadGuard<'_, T> {
+            self.0
+                .read()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+        }
+
+        pub(crate) fn write(&self) -> loom::sync::RwLockWriteGuard<'_, T> {
+            self.0
+                .write()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
         }
     }
 

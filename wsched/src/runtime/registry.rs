@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{AtomicUsize, Mutex, Ordering};
+use crate::sync::{AtomicUsize, Ordering, RwLock};
 
 const SHARDS: usize = 64;
 
@@ -53,8 +53,10 @@ struct Shard {
 
 pub(crate) struct Registry {
     /// Padded: neighbouring shards on one cache line would make workers touching
-    /// different processes contend anyway.
-    shards: Box<[CachePadded<Mutex<Shard>>]>,
+    /// different processes contend anyway. Reader-writer locks: lookups (every send)
+    /// share a shard, so many senders to one process (replies converging on a
+    /// coordinator) never wait for each other; spawns and ends write.
+    shards: Box<[CachePadded<RwLock<Shard>>]>,
     /// Where the next spawn takes a slot: a hint that spreads spawns over the
     /// shards, updated without a locked instruction (two spawns that read the same
     /// value share a shard, which is harmless).
@@ -98,13 +100,13 @@ impl Registry {
     pub(crate) fn new() -> Self {
         Self {
             shards: (0..SHARDS)
-                .map(|_| CachePadded::new(Mutex::new(Shard::new())))
+                .map(|_| CachePadded::new(RwLock::new(Shard::new())))
                 .collect(),
             cursor: AtomicUsize::new(0),
         }
     }
 
-    fn shard(&self, place: &Place) -> &Mutex<Shard> {
+    fn shard(&self, place: &Place) -> &RwLock<Shard> {
         &self.shards[place.shard]
     }
 
@@ -118,7 +120,7 @@ impl Registry {
         let start = self.cursor.load(Ordering::Relaxed);
         self.cursor.store(start.wrapping_add(1), Ordering::Relaxed);
         let shard_index = start % SHARDS;
-        let mut shard = self.shards[shard_index].lock();
+        let mut shard = self.shards[shard_index].write();
         let index = match shard.free.pop() {
             Some(index) => index as usize,
             None => {
@@ -145,7 +147,7 @@ impl Registry {
     /// Makes the process reachable under its PID (issued by [`reserve`](Self::reserve)).
     pub(crate) fn publish(&self, cell: Arc<ProcessCell>) {
         let place = Place::of(cell.pid());
-        let mut shard = self.shard(&place).lock();
+        let mut shard = self.shard(&place).write();
         let slot = &mut shard.slots[place.index];
         debug_assert!(slot.taken && slot.generation == place.generation && slot.cell.is_none());
         slot.cell = Some(cell);
@@ -160,7 +162,7 @@ impl Registry {
     /// Frees `pid`'s slot; returns the cell it held.
     fn free(&self, pid: Pid) -> Option<Arc<ProcessCell>> {
         let place = Place::of(pid);
-        let mut guard = self.shard(&place).lock();
+        let mut guard = self.shard(&place).write();
         let shard = &mut *guard;
         let slot = shard.slots.get_mut(place.index)?;
         if !slot.taken || slot.generation != place.generation {
@@ -188,7 +190,7 @@ impl Registry {
     /// must not touch the registry.
     pub(crate) fn with<R>(&self, pid: Pid, f: impl FnOnce(&Arc<ProcessCell>) -> R) -> Option<R> {
         let place = Place::of(pid);
-        let shard = self.shard(&place).lock();
+        let shard = self.shard(&place).read();
         let slot = shard.slots.get(place.index)?;
         if slot.generation != place.generation {
             return None;
@@ -199,7 +201,7 @@ impl Registry {
     /// Whether `pid` was ever issued by this table.
     pub(crate) fn issued(&self, pid: Pid) -> bool {
         let place = Place::of(pid);
-        let shard = self.shard(&place).lock();
+        let shard = self.shard(&place).read();
         shard.slots.get(place.index).is_some_and(|slot| {
             place.generation < slot.generation
                 || (place.generation == slot.generation && (slot.taken || slot.retired))
@@ -217,7 +219,7 @@ impl Registry {
     pub(crate) fn cells(&self) -> Vec<Arc<ProcessCell>> {
         let mut all = Vec::new();
         for shard in self.shards.iter() {
-            all.extend(shard.lock().slots.iter().filter_map(|s| s.cell.clone()));
+            all.extend(shard.read().slots.iter().filter_map(|s| s.cell.clone()));
         }
         all
     }
@@ -225,7 +227,7 @@ impl Registry {
     /// Forgets every cell (the scheduler is gone).
     pub(crate) fn clear(&self) {
         for shard in self.shards.iter() {
-            let removed = std::mem::take(&mut *shard.lock());
+            let removed = std::mem::take(&mut *shard.write());
             drop(removed);
         }
     }
@@ -317,10 +319,10 @@ mod tests {
     fn a_slot_whose_generation_would_wrap_is_retired() {
         let table = Registry::new();
         let pid = table.reserve();
-        table.shards[0].lock().slots[0].generation = u32::MAX;
+        table.shards[0].write().slots[0].generation = u32::MAX;
         let last = Pid::from_raw((u64::from(u32::MAX) << 32) | pid.as_u64());
         table.release(last);
-        assert!(table.shards[0].lock().free.is_empty(), "not reused");
+        assert!(table.shards[0].read().free.is_empty(), "not reused");
         assert!(table.issued(last));
     }
 }

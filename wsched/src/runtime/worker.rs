@@ -121,10 +121,13 @@ fn with_core<R>(shared: &Shared, f: impl FnOnce(&mut Core) -> R) -> Option<R> {
     })
 }
 
-/// Queues a newly spawned process: on this worker's deque if spawned by one of
-/// `shared`'s workers, else on the global queue.
+/// Queues a newly spawned process: into this worker's LIFO slot if spawned by one
+/// of `shared`'s workers, else on the global queue. Like Go's new goroutines, the
+/// child runs next, where its spawner just wrote its cell and arguments (a
+/// spawner's earlier child moves from the slot to the back of the deque, so a burst
+/// of spawns keeps its order but the last); other workers may still take it.
 pub(crate) fn schedule_new(shared: &Shared, task: Task) {
-    schedule(shared, task, Placement::Back);
+    schedule(shared, task, Placement::Lifo);
 }
 
 /// Queues a process woken by an event: into this worker's LIFO slot when woken from
