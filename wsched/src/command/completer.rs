@@ -98,7 +98,6 @@ pub(crate) struct RawCompleter {
     /// The command's type name, for errors; a function pointer is a word where the
     /// name itself would be two.
     command: fn() -> &'static str,
-    armed: bool,
 }
 
 /// How many `catch_panics` are active on this thread, and how many completers their
@@ -195,12 +194,16 @@ pub(crate) fn dispatch_direct<R>(
 
 impl RawCompleter {
     pub(crate) fn new(cell: Arc<ProcessCell>, tag: Tag, command: fn() -> &'static str) -> Self {
-        Self {
-            cell,
-            tag,
-            command,
-            armed: true,
-        }
+        Self { cell, tag, command }
+    }
+
+    /// Takes the completer apart without completing the yield (its `Drop` would).
+    fn into_fields(self) -> (Arc<ProcessCell>, Tag, fn() -> &'static str) {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped, so the cell's count is moved out exactly
+        // once; the other fields are `Copy`.
+        let cell = unsafe { std::ptr::read(&this.cell) };
+        (cell, this.tag, this.command)
     }
 
     /// Delivers the completion event; ignored if the process has ended.
@@ -214,9 +217,8 @@ impl RawCompleter {
     /// it was copied through memory and read back wider than it was written: a
     /// store-forwarding stall on every completion.)
     #[inline]
-    pub(crate) fn deliver_with(mut self, result: impl FnOnce() -> Result<Payload, YieldError>) {
-        self.armed = false;
-        let tag = self.tag;
+    pub(crate) fn deliver_with(self, result: impl FnOnce() -> Result<Payload, YieldError>) {
+        let (cell, tag, _) = self.into_fields();
         let current = DIRECT.with(|d| d.get());
         // SAFETY: a non-null `DIRECT` points to the `Direct` of a `dispatch_direct`
         // running on this thread, alive until that call clears the pointer, and
@@ -227,7 +229,7 @@ impl RawCompleter {
         // Addresses only: two `dyn` pointers to one cell may carry different copies
         // of its vtable.
         if let Some(direct) =
-            direct.filter(|direct| std::ptr::addr_eq(direct.cell, Arc::as_ptr(&self.cell)))
+            direct.filter(|direct| std::ptr::addr_eq(direct.cell, Arc::as_ptr(&cell)))
         {
             let events = &mut direct.events;
             events.reserve(1);
@@ -253,7 +255,7 @@ impl RawCompleter {
         // A finished process hands the event back: dropping it is the documented
         // "completion after the process ended is ignored". It holds the handler's
         // output, whose drop may panic on whatever thread completes.
-        if let Err(event) = self.cell.handle().shared().deliver(&self.cell, event) {
+        if let Err(event) = cell.handle().shared().deliver(&cell, event) {
             drop_quietly(event);
         }
     }
@@ -262,17 +264,14 @@ impl RawCompleter {
     /// instead of being queued, so a batch of completions (timers firing together)
     /// is queued with one lock and one wake-up (`Shared::schedule_batch`).
     pub(crate) fn deliver_deferred(
-        mut self,
+        self,
         result: Result<Payload, YieldError>,
         woken: &mut Vec<Arc<ProcessCell>>,
     ) {
-        self.armed = false;
-        let event = Event::Completion(Completion {
-            tag: self.tag,
-            result,
-        });
-        match self.cell.push_event(event) {
-            Ok(true) => woken.push(self.cell.clone()),
+        let (cell, tag, _) = self.into_fields();
+        let event = Event::Completion(Completion { tag, result });
+        match cell.push_event(event) {
+            Ok(true) => woken.push(cell),
             Ok(false) => {}
             Err(event) => drop_quietly(event),
         }
@@ -283,11 +282,11 @@ impl RawCompleter {
     }
 }
 
+/// A completer dropped without completing its yield completes it as dropped (or,
+/// while its handler unwinds, is parked for `catch_panics` to complete with the
+/// panic's message). The consuming methods take it apart instead.
 impl Drop for RawCompleter {
     fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
         if std::thread::panicking() && UNWINDING.with(|u| u.depth.get()) > 0 {
             let parked = PARKED.with(|parked| match parked.try_borrow_mut() {
                 Ok(mut parked) => {
@@ -307,22 +306,17 @@ impl Drop for RawCompleter {
 }
 
 impl RawCompleter {
-    /// Disarms the completer, giving back what it was made of (the caller makes a
-    /// new completer from them).
-    pub(crate) fn into_parts(mut self) -> (Arc<ProcessCell>, Tag) {
-        self.armed = false;
-        (self.cell.clone(), self.tag)
+    /// Takes the completer apart without completing the yield, giving back what it
+    /// was made of (the caller makes a new completer from them).
+    pub(crate) fn into_parts(self) -> (Arc<ProcessCell>, Tag) {
+        let (cell, tag, _) = self.into_fields();
+        (cell, tag)
     }
 
-    /// Moves the completer's contents out, disarming `self`.
+    /// A copy of the completer, to complete in the place of `self` (which is being
+    /// dropped).
     fn take(&mut self) -> RawCompleter {
-        self.armed = false;
-        RawCompleter {
-            cell: self.cell.clone(),
-            tag: self.tag,
-            command: self.command,
-            armed: true,
-        }
+        RawCompleter::new(self.cell.clone(), self.tag, self.command)
     }
 }
 
@@ -390,7 +384,7 @@ impl RawCompleter {
 
     /// Drops the completer without completing the yield: the process withdrew it or
     /// ended, so nobody waits for it.
-    pub(crate) fn release(mut self) {
-        self.armed = false;
+    pub(crate) fn release(self) {
+        drop(self.into_fields());
     }
 }

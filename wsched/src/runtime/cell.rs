@@ -93,7 +93,6 @@ pub(crate) struct Header {
     /// at the same place step after step — the common case — compares and takes no
     /// lock, and the point costs no lock and no second copy of its own.
     suspended_at: UnsafeCell<Option<SuspendPoint>>,
-    outcome: Mutex<Outcome>,
     /// The process's pending timers, linked by the timer service (under its lock).
     /// Withdrawing a yield or ending the process looks for timers only if there are
     /// some, so processes that never sleep never take the timer lock.
@@ -152,23 +151,41 @@ impl<B: ?Sized> Drop for ProcessCell<B> {
 /// swapped the worker's step buffer into the mailbox, so each idle process held
 /// some worker's old step buffer, of whatever size that worker's steps had grown
 /// it to.)
-#[derive(Default)]
+///
+/// The lock also guards the process's [`Outcome`] (taken rarely: to claim the result
+/// and to publish it), so a cell carries one lock and its padding, not two.
 struct Mailbox {
     first: Option<Event>,
-    rest: Vec<Event>,
+    /// Boxed: a word in every cell rather than a `Vec`'s three, as most processes
+    /// never get a burst.
+    #[expect(
+        clippy::box_collection,
+        reason = "the box keeps the cell small; the extra allocation comes with the first burst only"
+    )]
+    rest: Option<Box<Vec<Event>>>,
     closed: bool,
+    outcome: Outcome,
 }
 
 /// A burst buffer larger than this is freed when emptied rather than kept.
 const MAILBOX_KEEP: usize = 16;
 
 impl Mailbox {
+    fn new(outcome: Outcome) -> Self {
+        Self {
+            first: None,
+            rest: None,
+            closed: false,
+            outcome,
+        }
+    }
+
     fn push(&mut self, event: Event) {
         if self.first.is_none() {
-            debug_assert!(self.rest.is_empty());
+            debug_assert!(self.rest.as_ref().is_none_or(|rest| rest.is_empty()));
             self.first = Some(event);
         } else {
-            self.rest.push(event);
+            self.rest.get_or_insert_default().push(event);
         }
     }
 
@@ -176,9 +193,11 @@ impl Mailbox {
     fn drain_into(&mut self, buffer: &mut Vec<Event>) {
         if let Some(first) = self.first.take() {
             buffer.push(first);
-            buffer.append(&mut self.rest);
-            if self.rest.capacity() > MAILBOX_KEEP {
-                self.rest = Vec::new();
+            if let Some(rest) = &mut self.rest {
+                buffer.append(rest);
+                if rest.capacity() > MAILBOX_KEEP {
+                    self.rest = None;
+                }
             }
         }
     }
@@ -214,7 +233,7 @@ impl ProcessCell {
         header.pid = pid;
         header.parent = parent;
         header.state = State::new_ready();
-        *header.outcome.get_mut() = Outcome::Pending { waiter: None };
+        header.mailbox.get_mut().outcome = Outcome::Pending { waiter: None };
         cell
     }
 
@@ -234,10 +253,9 @@ impl ProcessCell {
                 entry: EntryName::new(entry),
                 detached,
                 state: State::new_running(),
-                mailbox: Mutex::new(Mailbox::default()),
+                mailbox: Mutex::new(Mailbox::new(Outcome::Unstarted(input))),
                 steps: AtomicU64::new(0),
                 suspended_at: UnsafeCell::new(None),
-                outcome: Mutex::new(Outcome::Unstarted(input)),
                 timers: TimerList::new(),
                 body_live: UnsafeCell::new(true),
                 to_fat: fat_cell::<P>,
@@ -281,6 +299,46 @@ impl ProcessCell {
     /// "Orphans" in `state.rs`), to end it.
     pub(crate) fn reclaim_orphan(&self) -> Option<Owned<'_>> {
         self.state.reclaim_orphan().then(|| Owned { cell: self })
+    }
+}
+
+/// An owned reference to a cell in one word (an `Arc<ProcessCell>` is two: the
+/// body's vtable rides along), for tables that hold a reference per process.
+pub(crate) struct ThinCell(std::ptr::NonNull<Header>);
+
+// SAFETY: a `ThinCell` is an `Arc<ProcessCell>` in another form, and that is `Send`
+// and `Sync` (the cell is `Sync`, its body `Send`).
+unsafe impl Send for ThinCell {}
+// SAFETY: as above.
+unsafe impl Sync for ThinCell {}
+
+impl ThinCell {
+    pub(crate) fn new(cell: Arc<ProcessCell>) -> Self {
+        let thin = ProcessCell::into_thin(cell);
+        Self(std::ptr::NonNull::new(thin).expect("an Arc's pointer is not null"))
+    }
+
+    /// Runs `f` on the cell as an `Arc` (to clone it, or to hand it on by reference)
+    /// without touching its count.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&Arc<ProcessCell>) -> R) -> R {
+        // SAFETY: `self` owns a count taken by `into_thin` (so the cell is alive
+        // while `self` is borrowed); the `Arc` rebuilt here is never dropped, so that
+        // count is not given back twice.
+        let cell = std::mem::ManuallyDrop::new(unsafe { ProcessCell::from_thin(self.0.as_ptr()) });
+        f(&cell)
+    }
+
+    pub(crate) fn into_arc(self) -> Arc<ProcessCell> {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: the count `new` took is given back once: `this` is never dropped.
+        unsafe { ProcessCell::from_thin(this.0.as_ptr()) }
+    }
+}
+
+impl Drop for ThinCell {
+    fn drop(&mut self) {
+        // SAFETY: gives back the count `new` took, once (`into_arc` skips this).
+        drop(unsafe { ProcessCell::from_thin(self.0.as_ptr()) });
     }
 }
 
@@ -336,7 +394,7 @@ impl NewProcess {
     /// Takes the input for `init` (empty the second time).
     pub(crate) fn take_input(&mut self) -> Payloads {
         match mem::replace(
-            self.header_mut().outcome.get_mut(),
+            &mut self.header_mut().mailbox.get_mut().outcome,
             Outcome::Pending { waiter: None },
         ) {
             Outcome::Unstarted(input) => input,
@@ -500,8 +558,9 @@ impl Header {
             waiter.answer(Err(JoinError::Detached(self.pid)));
             return false;
         }
-        let mut outcome = self.outcome.lock();
-        match &mut *outcome {
+        let mut mailbox = self.mailbox.lock();
+        let outcome = &mut mailbox.outcome;
+        match outcome {
             Outcome::Pending {
                 waiter: slot @ None,
             } => {
@@ -510,16 +569,15 @@ impl Header {
             }
             Outcome::Unstarted(_) => unreachable!("only spawned processes are claimed"),
             Outcome::Pending { waiter: Some(_) } | Outcome::Claimed => {
-                drop(outcome);
+                drop(mailbox);
                 waiter.answer(Err(JoinError::AlreadyClaimed(self.pid)));
                 false
             }
             Outcome::Finished(_) => {
-                let Outcome::Finished(result) = mem::replace(&mut *outcome, Outcome::Claimed)
-                else {
+                let Outcome::Finished(result) = mem::replace(outcome, Outcome::Claimed) else {
                     unreachable!("matched Finished")
                 };
-                drop(outcome);
+                drop(mailbox);
                 waiter.answer(self.joined(result));
                 true
             }
@@ -536,8 +594,9 @@ impl Header {
     /// Withdraws a registered waiter (a wait that timed out). Returns false when the
     /// result was already handed to it.
     pub(crate) fn withdraw_waiter(&self) -> bool {
-        let mut outcome = self.outcome.lock();
-        match &mut *outcome {
+        let mut mailbox = self.mailbox.lock();
+        let outcome = &mut mailbox.outcome;
+        match outcome {
             Outcome::Pending { waiter } => waiter.take().is_some(),
             Outcome::Unstarted(_) => unreachable!("only spawned processes are claimed"),
             _ => false,
@@ -549,8 +608,9 @@ impl Header {
     /// detached process), so the PID table no longer needs the cell.
     fn store_result(&self, result: Result<Payload, ProcessError>) -> bool {
         let waiter = {
-            let mut outcome = self.outcome.lock();
-            match mem::replace(&mut *outcome, Outcome::Claimed) {
+            let mut mailbox = self.mailbox.lock();
+            let outcome = &mut mailbox.outcome;
+            match mem::replace(outcome, Outcome::Claimed) {
                 Outcome::Pending { waiter: Some(w) } => Some(w),
                 Outcome::Pending { waiter: None } if self.detached => None,
                 Outcome::Pending { waiter: None } => {

@@ -18,7 +18,7 @@
 //! its generation has reached the PID's), which tells "finished" from "no such
 //! process" in send errors.
 
-use super::cell::ProcessCell;
+use super::cell::{ProcessCell, ThinCell};
 use crate::pid::Pid;
 use std::sync::Arc;
 
@@ -41,7 +41,8 @@ struct Slot {
     taken: bool,
     /// Freed under the last generation: never issued again.
     retired: bool,
-    cell: Option<Arc<ProcessCell>>,
+    /// One word, not an `Arc`'s two: the table holds one per process.
+    cell: Option<ThinCell>,
 }
 
 #[derive(Default)]
@@ -150,7 +151,7 @@ impl Registry {
         let mut shard = self.shard(&place).write();
         let slot = &mut shard.slots[place.index];
         debug_assert!(slot.taken && slot.generation == place.generation && slot.cell.is_none());
-        slot.cell = Some(cell);
+        slot.cell = Some(ThinCell::new(cell));
     }
 
     /// Frees the slot of a PID that was reserved but never published (its `init`
@@ -169,7 +170,7 @@ impl Registry {
             return None;
         }
         slot.taken = false;
-        let cell = slot.cell.take();
+        let cell = slot.cell.take().map(ThinCell::into_arc);
         // A slot whose generation would wrap is retired: its PIDs stay unique.
         match slot.generation.checked_add(1) {
             Some(next) => {
@@ -195,7 +196,7 @@ impl Registry {
         if slot.generation != place.generation {
             return None;
         }
-        slot.cell.as_ref().map(f)
+        slot.cell.as_ref().map(|cell| cell.with(f))
     }
 
     /// Whether `pid` was ever issued by this table.
@@ -219,7 +220,13 @@ impl Registry {
     pub(crate) fn cells(&self) -> Vec<Arc<ProcessCell>> {
         let mut all = Vec::new();
         for shard in self.shards.iter() {
-            all.extend(shard.read().slots.iter().filter_map(|s| s.cell.clone()));
+            all.extend(
+                shard
+                    .read()
+                    .slots
+                    .iter()
+                    .filter_map(|s| s.cell.as_ref().map(|cell| cell.with(Arc::clone))),
+            );
         }
         all
     }
@@ -313,6 +320,27 @@ mod tests {
         assert!(!table.issued(Pid::UNSPAWNED));
         table.release(pid);
         assert!(table.issued(pid), "released after being issued");
+    }
+
+    #[test]
+    fn a_slot_is_two_words_and_holds_its_cell_until_freed() {
+        assert_eq!(std::mem::size_of::<Slot>(), 16);
+        let table = Registry::new();
+        let pid = table.reserve();
+        let first = cell(pid);
+        table.publish(first.clone());
+        assert_eq!(Arc::strong_count(&first), 2, "the table holds one count");
+        let got = table.get(pid).expect("published");
+        assert!(Arc::ptr_eq(&got, &first));
+        assert_eq!(Arc::strong_count(&first), 3);
+        drop(got);
+        assert_eq!(table.cells().len(), 1);
+        table.remove(pid);
+        assert_eq!(Arc::strong_count(&first), 1, "freeing gives the count back");
+        let again = cell(table.reserve());
+        table.publish(again.clone());
+        table.clear();
+        assert_eq!(Arc::strong_count(&again), 1, "clearing gives it back too");
     }
 
     #[test]
