@@ -16,7 +16,7 @@ use crate::error::{JoinError, ProcessError};
 use crate::payload::Payload;
 use crate::payload::Payloads;
 use crate::pid::Pid;
-use crate::process::{Event, Events, Process, StepOutput, SuspendPoint};
+use crate::process::{Event, Events, Process, StepOutput, SuspendKind, SuspendPoint};
 use crate::runtime::panic_message;
 use crate::runtime::queue::lifo::SlotTask;
 use crate::runtime::shared::Filler;
@@ -92,7 +92,7 @@ pub(crate) struct Header {
     /// reads it without (no write can race with its reads). So a process suspending
     /// at the same place step after step — the common case — compares and takes no
     /// lock, and the point costs no lock and no second copy of its own.
-    suspended_at: UnsafeCell<Option<SuspendPoint>>,
+    suspended_at: UnsafeCell<Option<PackedPoint>>,
     /// The process's pending timers, linked by the timer service (under its lock).
     /// Withdrawing a yield or ending the process looks for timers only if there are
     /// some, so processes that never sleep never take the timer lock.
@@ -140,6 +140,62 @@ impl<B: ?Sized> Drop for ProcessCell<B> {
             // twice), and `&mut self` excludes every other access.
             self.body
                 .with_mut(|body| unsafe { ManuallyDrop::drop(&mut *body) });
+        }
+    }
+}
+
+/// A [`SuspendPoint`] in three words instead of four, as every cell keeps one for
+/// listings: the location, the name the kind carries (a yielded command's type, or
+/// a typed receive's message type; null for an untyped receive), and one word with
+/// the name's length, the kind, and a yield's count (saturating at `u32::MAX`, far
+/// beyond any `yield_all!` that fits in memory).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct PackedPoint {
+    location: &'static std::panic::Location<'static>,
+    name: *const u8,
+    /// Bits 0..32: the count; bits 32..63: the name's length; bit 63: a receive.
+    word: u64,
+}
+
+// SAFETY: `name` points into a `&'static str` (or is null): shared, immutable data
+// that any thread may read.
+unsafe impl Send for PackedPoint {}
+
+const RECEIVE: u64 = 1 << 63;
+
+impl PackedPoint {
+    fn pack(point: &SuspendPoint) -> Self {
+        let (name, count, receive) = match point.kind {
+            SuspendKind::Yield { command, count } => (Some(command), count, 0),
+            SuspendKind::Receive { message_type } => (message_type, 0, RECEIVE),
+        };
+        let len = name.map_or(0, str::len) as u64;
+        debug_assert!(len < 1 << 31, "type names are short");
+        Self {
+            location: point.location,
+            name: name.map_or(std::ptr::null(), str::as_ptr),
+            word: receive | (len << 32) | count.min(u32::MAX as usize) as u64,
+        }
+    }
+
+    fn unpack(self) -> SuspendPoint {
+        let len = ((self.word & !RECEIVE) >> 32) as usize;
+        // SAFETY: `name` and `len` are those of a `&'static str` (see `pack`) unless
+        // `name` is null.
+        let name = (!self.name.is_null()).then(|| unsafe {
+            std::str::from_utf8_unchecked(std::slice::from_raw_parts(self.name, len))
+        });
+        let kind = if self.word & RECEIVE != 0 {
+            SuspendKind::Receive { message_type: name }
+        } else {
+            SuspendKind::Yield {
+                command: name.unwrap_or_default(),
+                count: (self.word as u32) as usize,
+            }
+        };
+        SuspendPoint {
+            location: self.location,
+            kind,
         }
     }
 }
@@ -526,7 +582,9 @@ impl Header {
     pub(crate) fn suspend_point(&self) -> Option<SuspendPoint> {
         let _mailbox = self.mailbox.lock();
         // SAFETY: read under the mailbox lock, which every write holds.
-        self.suspended_at.with(|point| unsafe { *point })
+        self.suspended_at
+            .with(|point| unsafe { *point })
+            .map(PackedPoint::unpack)
     }
 
     /// Queues `event`. `Ok(true)`: the caller woke the process and must schedule it.
@@ -711,16 +769,17 @@ impl<'a> Owned<'a> {
         steps.store(steps.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         // SAFETY: the owner is the only writer, so its unlocked read races with no
         // write (see `Header::suspended_at`).
+        let point = suspended_at.as_ref().map(PackedPoint::pack);
         let unchanged = self
             .cell
             .suspended_at
-            .with(|published| unsafe { *published == *suspended_at });
+            .with(|published| unsafe { *published == point });
         if !unchanged {
-            self.publish_suspend_point(*suspended_at);
+            self.publish_suspend_point(point);
         }
     }
 
-    fn publish_suspend_point(&mut self, point: Option<SuspendPoint>) {
+    fn publish_suspend_point(&mut self, point: Option<PackedPoint>) {
         let _mailbox = self.cell.mailbox.lock();
         // SAFETY: the owner writes under the mailbox lock, which every other reader
         // holds (see `Header::suspended_at`).
@@ -850,6 +909,34 @@ mod tests {
         owned.release();
         drop(cell);
         assert_eq!(drops(&dropped), 1, "the cell does not drop a dropped body");
+    }
+
+    #[test]
+    fn suspension_points_pack_and_unpack_unchanged() {
+        let here = std::panic::Location::caller();
+        for kind in [
+            SuspendKind::Yield {
+                command: "my_crate::Fetch",
+                count: 10_000,
+            },
+            SuspendKind::Yield {
+                command: "",
+                count: 1,
+            },
+            SuspendKind::Receive { message_type: None },
+            SuspendKind::Receive {
+                message_type: Some("alloc::string::String"),
+            },
+        ] {
+            let point = SuspendPoint {
+                location: here,
+                kind,
+            };
+            let unpacked = PackedPoint::pack(&point).unpack();
+            assert_eq!(unpacked, point);
+            assert_eq!(format!("{unpacked:?}"), format!("{point:?}"));
+        }
+        assert_eq!(std::mem::size_of::<Option<PackedPoint>>(), 24);
     }
 
     #[test]
