@@ -8,7 +8,7 @@ use crate::error::{CancelError, SendError, SpawnError};
 use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
 use crate::process::IntoProcess;
-use crate::runtime::cell::{Header, NewProcess, ProcessCell};
+use crate::runtime::cell::{NewProcess, ProcessCell, ThinCell};
 
 /// Handed to [`Process::init`](crate::Process::init): the process's own PID and a way to send messages and
 /// spawn processes on the scheduler (or the [`testing`](crate::testing) harness) that
@@ -19,19 +19,21 @@ pub struct Context {
     backend: BackendRef,
 }
 
+/// Two words: a context lives in most processes' state, and a one-word pointer per
+/// variant keeps it small.
 #[derive(Clone)]
 enum BackendRef {
     /// A process on a scheduler reaches it through its own cell.
-    Process(Arc<ProcessCell>),
+    Process(ThinCell),
     /// Anything else (the testing harness's recorder).
-    Other(Arc<dyn Backend>),
+    Other(Arc<Arc<dyn Backend>>),
 }
 
 impl Context {
     pub(crate) fn new(pid: Pid, backend: Arc<dyn Backend>) -> Self {
         Self {
             pid,
-            backend: BackendRef::Other(backend),
+            backend: BackendRef::Other(Arc::new(backend)),
         }
     }
 
@@ -39,17 +41,14 @@ impl Context {
     pub(crate) fn of_process(pid: Pid, cell: Arc<ProcessCell>) -> Self {
         Self {
             pid,
-            backend: BackendRef::Process(cell),
+            backend: BackendRef::Process(ThinCell::new(cell)),
         }
     }
 
     fn backend(&self) -> &dyn Backend {
         match &self.backend {
-            BackendRef::Process(cell) => {
-                let header: &Header = cell;
-                header
-            }
-            BackendRef::Other(backend) => &**backend,
+            BackendRef::Process(cell) => cell.header(),
+            BackendRef::Other(backend) => &***backend,
         }
     }
 
@@ -140,4 +139,16 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn send(&self, from: Option<Pid>, to: Pid, payload: Payload) -> Result<(), SendError>;
 
     fn cancel(&self, from: Option<Pid>, pid: Pid) -> Result<(), CancelError>;
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_context_is_three_words() {
+        // Most processes keep theirs: it is part of what an idle process costs.
+        assert_eq!(std::mem::size_of::<Context>(), 24);
+        assert_eq!(std::mem::size_of::<Option<Context>>(), 24);
+    }
 }

@@ -384,10 +384,24 @@ impl ThinCell {
         f(&cell)
     }
 
+    /// The cell's header, borrowed for as long as `self` is.
+    pub(crate) fn header(&self) -> &Header {
+        // SAFETY: `self` owns a count of the cell, so the header it points to (at
+        // the cell's start, see `ProcessCell::into_thin`) is alive while `self` is
+        // borrowed; it is only ever shared.
+        unsafe { self.0.as_ref() }
+    }
+
     pub(crate) fn into_arc(self) -> Arc<ProcessCell> {
         let this = std::mem::ManuallyDrop::new(self);
         // SAFETY: the count `new` took is given back once: `this` is never dropped.
         unsafe { ProcessCell::from_thin(this.0.as_ptr()) }
+    }
+}
+
+impl Clone for ThinCell {
+    fn clone(&self) -> Self {
+        Self::new(self.with(Arc::clone))
     }
 }
 
