@@ -1,16 +1,20 @@
 //! What one scheduler operation costs, in nanoseconds, on one worker: a yield of a
 //! command completed at once (hand-written and `#[process]`), a `Status::Continue`,
-//! and a ping-pong round trip (hand-written and `#[process]`).
+//! a ping-pong round trip (hand-written and `#[process]`), and a spawn from inside a
+//! process (a chain of processes, each spawning the next and ending).
 //!
 //! ```sh
-//! cargo run --release -p wsched-bench --example step_cost [-- ROUNDS]
+//! cargo run --release -p wsched-bench --example step_cost [-- ROUNDS [CASE...]]
 //! ```
 //!
 //! A profiling aid for the hot paths, not a comparison (the suite is that): one
 //! worker, so no stealing or waking is involved, and the minimum of 9 runs, which
 //! is steady on a noisy machine where medians are not. Run it under
-//! `perf record` to see where a step's time goes.
+//! `perf record` to see where a step's time goes; name cases (`yield`,
+//! `macro_yield`, `continue`, `ping`, `macro_ping`, `chain`) to run only those.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use wsched::command::{Command, Completer};
@@ -118,6 +122,22 @@ impl MacroPong {
     }
 }
 
+/// Spawns the next link (detached) until `left` is 0, then raises `done`.
+struct Chain;
+
+#[process]
+impl Chain {
+    #[entry]
+    fn run(&mut self, left: u32, done: Arc<AtomicBool>) -> Result<(), BoxError> {
+        if left > 0 {
+            this::spawn_detached(Chain, "run", (left - 1, done))?;
+        } else {
+            done.store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+}
+
 /// Bounces `left` numbers off a `HandPong`, by hand.
 struct HandPing {
     left: u32,
@@ -192,23 +212,50 @@ fn per_unit<P: IntoProcess>(
     start.elapsed().as_nanos() as f64 / f64::from(units)
 }
 
+/// Nanoseconds per link of a chain of `links` processes, until the last one ends.
+fn chain_per_link(s: &Scheduler, links: u32) -> f64 {
+    let done = Arc::new(AtomicBool::new(false));
+    let start = Instant::now();
+    s.spawn_detached(Chain, "run", (links, done.clone()))
+        .expect("spawns");
+    // A load of a line only the last link writes: polling the scheduler's metrics
+    // here would contend with the worker's own counters.
+    while !done.load(Ordering::Acquire) {
+        std::hint::spin_loop();
+    }
+    start.elapsed().as_nanos() as f64 / f64::from(links)
+}
+
+/// The measurements, by name.
+const CASES: [&str; 6] = [
+    "yield",
+    "macro_yield",
+    "continue",
+    "ping",
+    "macro_ping",
+    "chain",
+];
+
 fn main() {
-    let n: u32 = std::env::args()
-        .nth(1)
+    let mut args = std::env::args().skip(1);
+    let n: u32 = args
+        .next()
         .map(|a| a.parse().expect("ROUNDS is a number"))
         .unwrap_or(2_000_000);
+    // Names after ROUNDS restrict the run to those cases (to profile one alone).
+    let only: Vec<String> = args.collect();
+    let wanted = |name: &str| only.is_empty() || only.iter().any(|o| o == name);
     let s = Scheduler::builder()
         .workers(1)
         .handler(|_: Nop, done: Completer<Nop>| done.complete(()))
         .build()
         .expect("the scheduler starts");
-    let mut best = [f64::MAX; 5];
-    for _ in 0..9 {
-        let runs = [
-            per_unit(&s, HandYield(n), (), n),
-            per_unit(&s, MacroYield, (n,), n),
-            per_unit(&s, HandContinue(n), (), n),
-            per_unit(
+    let run = |name: &str| -> f64 {
+        match name {
+            "yield" => per_unit(&s, HandYield(n), (), n),
+            "macro_yield" => per_unit(&s, MacroYield, (n,), n),
+            "continue" => per_unit(&s, HandContinue(n), (), n),
+            "ping" => per_unit(
                 &s,
                 HandPing {
                     left: n,
@@ -218,18 +265,29 @@ fn main() {
                 (),
                 n,
             ),
-            per_unit(&s, MacroPing, (n,), n),
-        ];
-        for (best, run) in best.iter_mut().zip(runs) {
-            *best = best.min(run);
+            "macro_ping" => per_unit(&s, MacroPing, (n,), n),
+            "chain" => chain_per_link(&s, n / 4),
+            other => unreachable!("no case {other}"),
+        }
+    };
+    let mut best = [f64::NAN; CASES.len()];
+    for _ in 0..9 {
+        for (best, name) in best.iter_mut().zip(CASES) {
+            if wanted(name) {
+                *best = best.min(run(name));
+            }
         }
     }
-    let [hand_yield, macro_yield, continue_, hand_ping, macro_ping] = best;
-    println!("1 worker, {n} units, minimum of 9 runs (ns per unit):");
-    println!("  yield of a command completed at once: hand-written {hand_yield:.1}, #[process] {macro_yield:.1} ({:.2}x)", macro_yield / hand_yield);
+    let [hand_yield, macro_yield, continue_, hand_ping, macro_ping, chain] = best;
+    println!("1 worker, {n} units, minimum of 9 runs (ns per unit; NaN: not run):");
+    println!(
+        "  yield of a command completed at once: hand-written {hand_yield:.1}, #[process] {macro_yield:.1} ({:.2}x)",
+        macro_yield / hand_yield
+    );
     println!("  Status::Continue: {continue_:.1}");
     println!(
         "  ping-pong round trip: hand-written {hand_ping:.1}, #[process] {macro_ping:.1} ({:.2}x)",
         macro_ping / hand_ping
     );
+    println!("  spawn from inside, one link of a chain (spawn, run, end), #[process]: {chain:.1}");
 }

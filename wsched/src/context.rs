@@ -62,9 +62,15 @@ impl Context {
     /// # Errors
     /// [`SendError`] when `to` does not exist or has finished; the error gives the
     /// message back.
+    #[inline]
     pub fn send<T: Any + Send>(&self, to: Pid, message: T) -> Result<(), SendError> {
-        self.backend()
-            .send(Some(self.pid), to, Payload::new(message))
+        let payload = Payload::new(message);
+        match &self.backend {
+            // Called directly, not through `dyn Backend`: the hot path of every
+            // message inlines down to the mailbox push.
+            BackendRef::Process(cell) => cell.header().send(Some(self.pid), to, payload),
+            BackendRef::Other(backend) => backend.send(Some(self.pid), to, payload),
+        }
     }
 
     /// Asks `pid` to stop: it receives [`Event::Cancel`](crate::Event::Cancel) (for

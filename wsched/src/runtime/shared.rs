@@ -510,6 +510,7 @@ impl Backend for Header {
         handle.shared().spawn(handle, parent, process)
     }
 
+    #[inline]
     fn send(&self, from: Option<Pid>, to: Pid, payload: Payload) -> Result<(), SendError> {
         self.handle().shared().send_message(from, to, payload)
     }
