@@ -75,17 +75,19 @@ pub(crate) struct Header {
     handle: Option<Handle>,
     parent: Option<Pid>,
     entry: EntryName,
-    detached: bool,
     state: State,
     /// The event queue. Producers (senders, completers, shutdown) push under the
     /// lock; the owner moves everything out in one go before a step, so a mailbox
     /// costs one short lock per event and per step. See [`Mailbox`] for why it
-    /// allocates nothing in steady state and holds no buffer while idle. `closed` is
-    /// set, under the same lock, before the process is marked done: a producer that
-    /// finds the mailbox open knows its event will be seen or dropped by the owner,
-    /// never lost in a queue nobody reads without the producer being told.
+    /// allocates nothing in steady state and holds no buffer while idle. The mailbox
+    /// is closed (its outcome leaves `Pending`, under the same lock) before the
+    /// process is marked done: a producer that finds it open knows its event will be
+    /// seen or dropped by the owner, never lost in a queue nobody reads without the
+    /// producer being told.
     mailbox: Mutex<Mailbox>,
-    /// Written only by the owner (a plain load and store, no locked instruction).
+    /// The number of steps taken, and two flags in its top bits ([`BODY_LIVE`],
+    /// [`DETACHED`]): one word where three fields took two. Written only by the owner
+    /// (a plain load and store, no locked instruction), or before the cell is shared.
     steps: AtomicU64,
     /// Where the process waits, for listings. Only the owner writes it (through
     /// [`Owned`]), under the mailbox lock; others read it under that lock; the owner
@@ -97,17 +99,13 @@ pub(crate) struct Header {
     /// Withdrawing a yield or ending the process looks for timers only if there are
     /// some, so processes that never sleep never take the timer lock.
     timers: TimerList,
-    /// Whether the body holds a live process (it is dropped in place when the
-    /// process ends, while the cell lives on as long as references to it do).
-    /// Touched like the body.
-    body_live: UnsafeCell<bool>,
     /// Rebuilds the `dyn` pointer to the whole cell from a pointer to this header:
     /// the one place that remembers the body's concrete type.
     to_fat: fn(*const Header) -> *const ProcessCell,
 }
 
-// SAFETY: `body`, `body_live` and `suspended_at` are the only fields that are not
-// `Sync` by themselves. The first two are accessed only through `Owned`, which
+// SAFETY: `body` and `suspended_at` are the only fields that are not `Sync` by
+// themselves. The body (and whether it is live) is accessed only through `Owned`, which
 // exists only while its holder owns the RUNNING state (see the "one owner" invariant
 // in `state.rs`), or through `&mut` before the cell is shared, so no two threads ever
 // touch them at once, and the AcqRel CASes that pass ownership on order one owner's
@@ -126,16 +124,25 @@ impl std::ops::Deref for ProcessCell {
     }
 }
 
+/// In [`Header::steps`]: the body holds a live process (it is dropped in place when
+/// the process ends, while the cell lives on as long as references to it do).
+const BODY_LIVE: u64 = 1 << 63;
+/// In [`Header::steps`]: the process's result is discarded when it finishes. Set
+/// when the cell is made, never changed.
+const DETACHED: u64 = 1 << 62;
+/// The step count's bits in [`Header::steps`].
+const STEP_COUNT: u64 = DETACHED - 1;
+
 impl<B: ?Sized> Drop for ProcessCell<B> {
     /// A cell dropped with a live body is one whose process never ran to its end: it
     /// was never spawned (a `Spawn` command nobody handled) or the scheduler forgot
     /// it. Whoever may drop user data on a worker drops cells quietly.
     fn drop(&mut self) {
-        let live = self.header.body_live.with_mut(|live| {
-            // SAFETY: `&mut self`: nobody else can touch the cell.
-            unsafe { std::mem::replace(&mut *live, false) }
-        });
-        if live {
+        let flags = self.header.steps.load(Ordering::Relaxed);
+        self.header
+            .steps
+            .store(flags & !BODY_LIVE, Ordering::Relaxed);
+        if flags & BODY_LIVE != 0 {
             // SAFETY: the body is live (just checked and cleared, so never dropped
             // twice), and `&mut self` excludes every other access.
             self.body
@@ -211,7 +218,7 @@ impl PackedPoint {
 /// The lock also guards the process's [`Outcome`] (taken rarely: to claim the result
 /// and to publish it), so a cell carries one lock and its padding, not two.
 struct Mailbox {
-    first: Option<Event>,
+    first: First,
     /// Boxed: a word in every cell rather than a `Vec`'s three, as most processes
     /// never get a burst.
     #[expect(
@@ -219,8 +226,17 @@ struct Mailbox {
         reason = "the box keeps the cell small; the extra allocation comes with the first burst only"
     )]
     rest: Option<Box<Vec<Event>>>,
-    closed: bool,
     outcome: Outcome,
+}
+
+/// The oldest event, or why there is none. `Closed` rides in the event's spare
+/// variant values, so closing costs the mailbox no field of its own.
+enum First {
+    Empty,
+    /// The process has ended (or is ending): events are refused. Set under the lock
+    /// before the process is marked done.
+    Closed,
+    Event(Event),
 }
 
 /// A burst buffer larger than this is freed when emptied rather than kept.
@@ -229,25 +245,35 @@ const MAILBOX_KEEP: usize = 16;
 impl Mailbox {
     fn new(outcome: Outcome) -> Self {
         Self {
-            first: None,
+            first: First::Empty,
             rest: None,
-            closed: false,
             outcome,
         }
     }
 
+    /// Whether the process has ended (or is ending): events are refused.
+    fn is_closed(&self) -> bool {
+        matches!(self.first, First::Closed)
+    }
+
+    /// Queues `event` in an open mailbox.
     fn push(&mut self, event: Event) {
-        if self.first.is_none() {
-            debug_assert!(self.rest.as_ref().is_none_or(|rest| rest.is_empty()));
-            self.first = Some(event);
-        } else {
-            self.rest.get_or_insert_default().push(event);
+        match self.first {
+            First::Empty => {
+                debug_assert!(self.rest.as_ref().is_none_or(|rest| rest.is_empty()));
+                self.first = First::Event(event);
+            }
+            First::Event(_) => self.rest.get_or_insert_default().push(event),
+            First::Closed => unreachable!("the caller checked that the mailbox is open"),
         }
     }
 
     /// Moves every event, oldest first, to the end of `buffer`.
     fn drain_into(&mut self, buffer: &mut Vec<Event>) {
-        if let Some(first) = self.first.take() {
+        if let First::Event(_) = self.first {
+            let First::Event(first) = mem::replace(&mut self.first, First::Empty) else {
+                unreachable!("matched an event")
+            };
             buffer.push(first);
             if let Some(rest) = &mut self.rest {
                 buffer.append(rest);
@@ -307,13 +333,11 @@ impl ProcessCell {
                 handle: None,
                 parent: None,
                 entry: EntryName::new(entry),
-                detached,
                 state: State::new_running(),
                 mailbox: Mutex::new(Mailbox::new(Outcome::Unstarted(input))),
-                steps: AtomicU64::new(0),
+                steps: AtomicU64::new(BODY_LIVE | if detached { DETACHED } else { 0 }),
                 suspended_at: UnsafeCell::new(None),
                 timers: TimerList::new(),
-                body_live: UnsafeCell::new(true),
                 to_fat: fat_cell::<P>,
             },
             body: UnsafeCell::new(ManuallyDrop::new(process)),
@@ -452,7 +476,7 @@ impl NewProcess {
 
     /// Whether its result will be discarded.
     pub(crate) fn is_detached(&self) -> bool {
-        self.0.detached
+        self.0.is_detached()
     }
 
     fn header_mut(&mut self) -> &mut Header {
@@ -477,10 +501,7 @@ impl NewProcess {
     pub(crate) fn process_mut(&mut self) -> &mut dyn Process {
         let cell = Arc::get_mut(&mut self.0).expect("an unspawned process's cell is not shared");
         assert!(
-            cell.header.body_live.with(|live| {
-                // SAFETY: `&mut` access to the whole cell.
-                unsafe { *live }
-            }),
+            cell.header.steps.load(Ordering::Relaxed) & BODY_LIVE != 0,
             "the process was dropped"
         );
         // SAFETY: `&mut` access to the whole cell, and the body is live.
@@ -585,7 +606,12 @@ impl Header {
     }
 
     pub(crate) fn steps(&self) -> u64 {
-        self.steps.load(Ordering::Relaxed)
+        self.steps.load(Ordering::Relaxed) & STEP_COUNT
+    }
+
+    /// Whether the process's result is discarded when it finishes.
+    fn is_detached(&self) -> bool {
+        self.steps.load(Ordering::Relaxed) & DETACHED != 0
     }
 
     /// The process's pending timers.
@@ -611,7 +637,7 @@ impl Header {
         };
         {
             let mut mailbox = self.mailbox.lock();
-            if mailbox.closed {
+            if mailbox.is_closed() {
                 return Err(event);
             }
             mailbox.push(event);
@@ -626,7 +652,7 @@ impl Header {
     /// Returns true when the result was handed out now (the PID table may forget the
     /// cell).
     pub(crate) fn claim_result(&self, waiter: ResultWaiter) -> bool {
-        if self.detached {
+        if self.is_detached() {
             waiter.answer(Err(JoinError::Detached(self.pid)));
             return false;
         }
@@ -684,7 +710,7 @@ impl Header {
             let outcome = &mut mailbox.outcome;
             match mem::replace(outcome, Outcome::Claimed) {
                 Outcome::Pending { waiter: Some(w) } => Some(w),
-                Outcome::Pending { waiter: None } if self.detached => None,
+                Outcome::Pending { waiter: None } if self.is_detached() => None,
                 Outcome::Pending { waiter: None } => {
                     *outcome = Outcome::Finished(result);
                     return false;
@@ -736,7 +762,7 @@ impl<'a> Owned<'a> {
         // SAFETY (both blocks): `Owned` exists only while its holder owns the RUNNING
         // state, so no other thread can be inside this cell's body (see the Sync
         // impl above); the body is live, just checked.
-        let live = self.cell.body_live.with(|live| unsafe { *live });
+        let live = self.cell.steps.load(Ordering::Relaxed) & BODY_LIVE != 0;
         live.then(|| self.cell.body.with_mut(|body| f(unsafe { &mut **body })))
     }
 
@@ -755,15 +781,13 @@ impl<'a> Owned<'a> {
     /// Drops the body in place, catching a panic (`Err`: its message). The cell's
     /// memory stays until the last reference to it goes.
     pub(crate) fn drop_body(&mut self) -> Result<(), String> {
-        // SAFETY: as in `with_body`. Cleared before the drop, so a panicking drop
-        // leaves a body nobody drops again.
-        let live = self
-            .cell
-            .body_live
-            .with_mut(|live| unsafe { mem::replace(&mut *live, false) });
-        if !live {
+        // Cleared before the drop, so a panicking drop leaves a body nobody drops
+        // again. Only the owner writes these bits (see `Header::steps`).
+        let flags = self.cell.steps.load(Ordering::Relaxed);
+        if flags & BODY_LIVE == 0 {
             return Ok(());
         }
+        self.cell.steps.store(flags & !BODY_LIVE, Ordering::Relaxed);
         self.cell
             .body
             .with_mut(|body| {
@@ -833,8 +857,8 @@ impl<'a> Owned<'a> {
     pub(crate) fn close_mailbox(&mut self) -> Vec<Event> {
         let mut leftovers = Vec::new();
         let mut mailbox = self.cell.mailbox.lock();
-        mailbox.closed = true;
         mailbox.drain_into(&mut leftovers);
+        mailbox.first = First::Closed;
         leftovers
     }
 
