@@ -13,34 +13,37 @@ use crate::runtime::cell::{NewProcess, ProcessCell, ThinCell};
 /// Handed to [`Process::init`](crate::Process::init): the process's own PID and a way to send messages and
 /// spawn processes on the scheduler (or the [`testing`](crate::testing) harness) that
 /// runs it. Cheap to clone; keep it for later steps.
+///
+/// Two words: a context lives in most processes' state. A process on a scheduler
+/// finds its PID, and the scheduler, through its own cell.
 #[derive(Clone)]
 pub struct Context {
-    pid: Pid,
     backend: BackendRef,
 }
 
-/// Two words: a context lives in most processes' state, and a one-word pointer per
-/// variant keeps it small.
 #[derive(Clone)]
 enum BackendRef {
-    /// A process on a scheduler reaches it through its own cell.
+    /// A process on a scheduler: its own cell.
     Process(ThinCell),
-    /// Anything else (the testing harness's recorder).
-    Other(Arc<Arc<dyn Backend>>),
+    /// Anything else (the testing harness's recorder), with the process's PID.
+    Other(Arc<OtherBackend>),
+}
+
+struct OtherBackend {
+    pid: Pid,
+    backend: Arc<dyn Backend>,
 }
 
 impl Context {
     pub(crate) fn new(pid: Pid, backend: Arc<dyn Backend>) -> Self {
         Self {
-            pid,
-            backend: BackendRef::Other(Arc::new(backend)),
+            backend: BackendRef::Other(Arc::new(OtherBackend { pid, backend })),
         }
     }
 
     /// The context of the process in `cell`, run by a scheduler.
-    pub(crate) fn of_process(pid: Pid, cell: Arc<ProcessCell>) -> Self {
+    pub(crate) fn of_process(cell: Arc<ProcessCell>) -> Self {
         Self {
-            pid,
             backend: BackendRef::Process(ThinCell::new(cell)),
         }
     }
@@ -48,13 +51,17 @@ impl Context {
     fn backend(&self) -> &dyn Backend {
         match &self.backend {
             BackendRef::Process(cell) => cell.header(),
-            BackendRef::Other(backend) => &***backend,
+            BackendRef::Other(other) => &*other.backend,
         }
     }
 
     /// This process's PID.
+    #[inline]
     pub fn pid(&self) -> Pid {
-        self.pid
+        match &self.backend {
+            BackendRef::Process(cell) => cell.header().pid(),
+            BackendRef::Other(other) => other.pid,
+        }
     }
 
     /// Sends `message` to `to`, as coming from this process.
@@ -68,8 +75,11 @@ impl Context {
         match &self.backend {
             // Called directly, not through `dyn Backend`: the hot path of every
             // message inlines down to the mailbox push.
-            BackendRef::Process(cell) => cell.header().send(Some(self.pid), to, payload),
-            BackendRef::Other(backend) => backend.send(Some(self.pid), to, payload),
+            BackendRef::Process(cell) => {
+                let header = cell.header();
+                header.send(Some(header.pid()), to, payload)
+            }
+            BackendRef::Other(other) => other.backend.send(Some(other.pid), to, payload),
         }
     }
 
@@ -80,7 +90,7 @@ impl Context {
     /// # Errors
     /// [`CancelError`] when `pid` does not exist or has finished.
     pub fn cancel(&self, pid: Pid) -> Result<(), CancelError> {
-        self.backend().cancel(Some(self.pid), pid)
+        self.backend().cancel(Some(self.pid()), pid)
     }
 
     /// Spawns `process` running entry `method` with `input`. Its result is kept until
@@ -127,13 +137,13 @@ impl Context {
             input.into_payloads(),
             detached,
         );
-        self.backend().spawn(Some(self.pid), process)
+        self.backend().spawn(Some(self.pid()), process)
     }
 }
 
 impl fmt::Debug for Context {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Context").field("pid", &self.pid).finish()
+        f.debug_struct("Context").field("pid", &self.pid()).finish()
     }
 }
 
@@ -152,9 +162,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_context_is_three_words() {
+    fn a_context_is_two_words() {
         // Most processes keep theirs: it is part of what an idle process costs.
-        assert_eq!(std::mem::size_of::<Context>(), 24);
-        assert_eq!(std::mem::size_of::<Option<Context>>(), 24);
+        assert_eq!(std::mem::size_of::<Context>(), 16);
+        assert_eq!(std::mem::size_of::<Option<Context>>(), 16);
     }
 }

@@ -129,7 +129,7 @@ impl Shared {
         let pid = self.registry.reserve();
         let spawned = process.spawn(handle, pid, parent, |cell, body, method, input| {
             // The process reaches the scheduler through its own cell.
-            let ctx = Context::of_process(pid, cell.clone());
+            let ctx = Context::of_process(cell.clone());
             init_process(body, ctx, method, input)
         });
         let cell = match spawned {
