@@ -243,22 +243,7 @@ impl Registry {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::context::Context;
-    use crate::error::{InitError, StepError};
-    use crate::payload::Payloads;
-    use crate::process::{Events, Process, StepOutput};
-
-    struct Inert;
-
-    impl Process for Inert {
-        fn init(&mut self, _: Context, _: &str, _: Payloads) -> Result<(), InitError> {
-            Ok(())
-        }
-
-        fn step(&mut self, _: Events<'_>, _: &mut StepOutput) -> Result<(), StepError> {
-            Ok(())
-        }
-    }
+    use crate::runtime::tests::Inert;
 
     fn cell(pid: Pid) -> Arc<ProcessCell> {
         ProcessCell::new(pid, None, "run", false, Inert)

@@ -19,6 +19,8 @@ use crate::runtime::cell::{ProcessCell, ResultWaiter};
 use crate::sync::{Arc, AtomicUsize, Ordering};
 use crate::{Command, Context, Scheduler};
 
+use super::Inert;
+
 /// Finishes with the number of messages in its first step that had any (a cancel
 /// also ends it, with 0), so a model can tell a delivered message from a stop.
 struct Receiver;
@@ -232,18 +234,6 @@ fn completers_completed_dropped_and_unwound_answer_each_yield_once() {
         let report = s.shutdown(Duration::ZERO);
         assert!(report.stopped.is_empty());
     });
-}
-
-struct Inert;
-
-impl Process for Inert {
-    fn init(&mut self, _: Context, _: &str, _: Payloads) -> Result<(), InitError> {
-        Ok(())
-    }
-
-    fn step(&mut self, _: Events<'_>, _: &mut StepOutput) -> Result<(), StepError> {
-        Ok(())
-    }
 }
 
 /// A wait that times out withdraws its claim while the process finishes: either the

@@ -2,26 +2,14 @@
 //!
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p wsched --release --lib runtime::tests::loom`.
 
-use crate::context::Context;
-use crate::error::{InitError, StepError};
-use crate::payload::{Payload, Payloads};
+use crate::payload::Payload;
 use crate::pid::Pid;
-use crate::process::{Completion, Event, Events, Message, Process, StepOutput, Tag};
+use crate::process::{Completion, Event, Message, Tag};
 use crate::runtime::cell::ProcessCell;
 use crate::runtime::state::{ProcessState, Suspend};
 use crate::sync::{Arc, AtomicUsize, Ordering};
 
-struct Inert;
-
-impl Process for Inert {
-    fn init(&mut self, _: Context, _: &str, _: Payloads) -> Result<(), InitError> {
-        Ok(())
-    }
-
-    fn step(&mut self, _: Events<'_>, _: &mut StepOutput) -> Result<(), StepError> {
-        Ok(())
-    }
-}
+use super::Inert;
 
 fn cell() -> std::sync::Arc<ProcessCell> {
     ProcessCell::new(Pid::from_raw(1), None, "run", false, Inert)

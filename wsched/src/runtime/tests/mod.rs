@@ -22,3 +22,25 @@ mod loom_state;
 mod loom_timers;
 #[cfg(not(loom))]
 mod timers_stress;
+
+/// A process that does nothing: for tests that need a cell and no behaviour.
+pub(crate) struct Inert;
+
+impl crate::process::Process for Inert {
+    fn init(
+        &mut self,
+        _: crate::context::Context,
+        _: &str,
+        _: crate::payload::Payloads,
+    ) -> Result<(), crate::error::InitError> {
+        Ok(())
+    }
+
+    fn step(
+        &mut self,
+        _: crate::process::Events<'_>,
+        _: &mut crate::process::StepOutput,
+    ) -> Result<(), crate::error::StepError> {
+        Ok(())
+    }
+}
