@@ -156,7 +156,7 @@ impl<B: ?Sized> Drop for ProcessCell<B> {
 /// a typed receive's message type; null for an untyped receive), and one word with
 /// the name's length, the kind, and a yield's count (saturating at `u32::MAX`, far
 /// beyond any `yield_all!` that fits in memory).
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 struct PackedPoint {
     location: &'static std::panic::Location<'static>,
     name: *const u8,
@@ -167,6 +167,18 @@ struct PackedPoint {
 // SAFETY: `name` points into a `&'static str` (or is null): shared, immutable data
 // that any thread may read.
 unsafe impl Send for PackedPoint {}
+
+/// Compared word by word, the location by address: a derived comparison compared
+/// the locations' file names byte by byte, a `memcmp` on every step. A point equal
+/// by value but at another address only gets published again.
+impl PartialEq for PackedPoint {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self.location, other.location)
+            && self.name == other.name
+            && self.word == other.word
+    }
+}
 
 const RECEIVE: u64 = 1 << 63;
 
