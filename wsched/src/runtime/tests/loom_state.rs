@@ -223,3 +223,30 @@ fn shutdown_stop_racing_the_end_of_a_step_ends_the_process_exactly_once() {
         assert_eq!(cell.state(), ProcessState::Done);
     });
 }
+
+/// A message sent while its process ends is either in the mailbox when it closes
+/// (the owner drops it with the other leftovers) or refused, so the sender gets it
+/// back: never accepted into a mailbox nobody will read.
+#[test]
+fn a_message_racing_the_end_of_its_process_is_left_over_or_handed_back() {
+    loom::model(|| {
+        let cell = cell();
+        let sender = {
+            let cell = cell.clone();
+            loom::thread::spawn(move || cell.push_event(message()).is_ok())
+        };
+        let mut owned = cell.start_running().expect("READY");
+        let leftovers = owned.close_mailbox().len();
+        owned.finish(Ok(Payload::unit()));
+        let accepted = sender.join().unwrap();
+        assert_eq!(
+            leftovers,
+            usize::from(accepted),
+            "an accepted message is a leftover; a refused one was handed back"
+        );
+        assert!(
+            cell.push_event(message()).is_err(),
+            "an ended process refuses events"
+        );
+    });
+}
