@@ -5,10 +5,10 @@
 //! | `scheduler.rs` | the public [`Scheduler`] and [`Handle`] |
 //! | `builder.rs` | configuration |
 //! | `shared.rs` | state shared by all workers: spawning, sending, scheduling |
-//! | `cell.rs` | one process: its body, mailbox and result slot |
+//! | `cell.rs` | one process, in one allocation: its body, mailbox and result slot |
 //! | `state.rs` | the process state machine (one atomic word) |
-//! | `registry.rs` | the PID table |
-//! | `queue/` | the per-worker deque and the global injection queue |
+//! | `registry.rs` | the PID table (a slab indexed by PID) |
+//! | `queue/` | the per-worker deque, the LIFO slot and the global injection queue |
 //! | `idle.rs` | spinning, parking and waking workers |
 //! | `worker.rs` | the worker loop: find work, step, dispatch |
 //! | `metrics.rs` | always-on counters and the process listing |
