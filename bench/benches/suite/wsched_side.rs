@@ -57,6 +57,12 @@ pub fn wait<T: 'static>(scheduler: &Scheduler, pid: Pid) -> Result<T, String> {
         .map_err(|e| format!("process {pid}: {e}"))
 }
 
+/// Waits for each of `pids` and sums their `u64` results.
+pub fn wait_sum(scheduler: &Scheduler, pids: Vec<Pid>) -> Result<u64, String> {
+    pids.into_iter()
+        .try_fold(0, |sum, pid| Ok(sum + wait::<u64>(scheduler, pid)?))
+}
+
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
@@ -223,10 +229,7 @@ pub fn ping_pong<P: IntoProcess>(
         .map(|_| s.spawn(ping(), "run", (input(),)))
         .collect::<Result<Vec<_>, _>>()
         .map_err(err)?;
-    let mut sum = 0;
-    for pid in pings {
-        sum += wait::<u64>(&s, pid)?;
-    }
+    let sum = wait_sum(&s, pings)?;
     let m = clock.stop();
     finish(s)?;
     Ok((sum, m))
@@ -384,10 +387,7 @@ pub fn spawn_and_sum<P: IntoProcess, I: wsched::IntoPayloads>(
         .map(|_| s.spawn(make(), entry, input()))
         .collect::<Result<Vec<_>, _>>()
         .map_err(err)?;
-    let mut sum = 0;
-    for pid in pids {
-        sum += wait::<u64>(&s, pid)?;
-    }
+    let sum = wait_sum(&s, pids)?;
     let m = clock.stop();
     finish(s)?;
     Ok((sum, m))
@@ -429,10 +429,7 @@ pub fn ring(workers: usize, nodes: usize, laps: u64) -> Result<(u64, Measured), 
         s.send(pid, pids[(i + 1) % nodes]).map_err(err)?;
     }
     s.send(pids[0], 0_u64).map_err(err)?;
-    let mut sum = 0;
-    for pid in pids {
-        sum += wait::<u64>(&s, pid)?;
-    }
+    let sum = wait_sum(&s, pids)?;
     let m = clock.stop();
     finish(s)?;
     Ok((sum, m))
