@@ -1,7 +1,9 @@
 //! What one scheduler operation costs, in nanoseconds, on one worker: a yield of a
 //! command completed at once (hand-written and `#[process]`), a `Status::Continue`,
-//! a ping-pong round trip (hand-written and `#[process]`), and a spawn from inside a
-//! process (a chain of processes, each spawning the next and ending).
+//! a ping-pong round trip (hand-written and `#[process]`), a spawn from inside a
+//! process (a chain of processes, each spawning the next and ending), and one
+//! process of a skynet tree (spawned by `yield_all!` of `Spawn`, joined by its
+//! parent's `yield_all!` of `Join`).
 //!
 //! ```sh
 //! cargo run --release -p wsched-bench --example step_cost [-- ROUNDS [CASE...]]
@@ -11,7 +13,8 @@
 //! worker, so no stealing or waking is involved, and the minimum of 9 runs, which
 //! is steady on a noisy machine where medians are not. Run it under
 //! `perf record` to see where a step's time goes; name cases (`yield`,
-//! `macro_yield`, `continue`, `ping`, `macro_ping`, `chain`) to run only those.
+//! `macro_yield`, `continue`, `ping`, `macro_ping`, `chain`, `skynet`) to run only
+//! those.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -138,6 +141,48 @@ impl Chain {
     }
 }
 
+/// One node of a skynet tree: ten children by `yield_all!` of `Spawn`, joined by
+/// `yield_all!` of `Join`, the sum of their results returned.
+struct Skynet;
+
+#[process]
+impl Skynet {
+    #[entry]
+    fn run(&mut self, num: u64, size: u64) -> Result<u64, BoxError> {
+        if size == 1 {
+            return Ok(num);
+        }
+        let child = size / 10;
+        let spawned =
+            yield_all!((0..10).map(|i| Spawn::new(Skynet, "run", (num + i * child, child))));
+        let mut pids = Vec::with_capacity(10);
+        for pid in spawned {
+            pids.push(pid?);
+        }
+        let mut sum = 0;
+        for result in yield_all!(pids.into_iter().map(Join)) {
+            sum += result??.downcast::<u64>()?;
+        }
+        Ok(sum)
+    }
+}
+
+/// Nanoseconds per process of a skynet tree of about `processes` processes (its
+/// leaves a power of ten), its sum checked.
+fn skynet_per_process(s: &Scheduler, processes: u32) -> f64 {
+    let mut leaves = 10_u64;
+    while leaves * 10 <= u64::from(processes) {
+        leaves *= 10;
+    }
+    let count = (leaves * 10 - 1) / 9;
+    let start = Instant::now();
+    let pid = s.spawn(Skynet, "run", (0_u64, leaves)).expect("spawns");
+    let sum = s.wait(pid).expect("finishes").downcast::<u64>().expect("a u64");
+    let elapsed = start.elapsed().as_nanos() as f64 / count as f64;
+    assert_eq!(sum, leaves * (leaves - 1) / 2, "skynet's sum");
+    elapsed
+}
+
 /// Bounces `left` numbers off a `HandPong`, by hand.
 struct HandPing {
     left: u32,
@@ -227,13 +272,14 @@ fn chain_per_link(s: &Scheduler, links: u32) -> f64 {
 }
 
 /// The measurements, by name.
-const CASES: [&str; 6] = [
+const CASES: [&str; 7] = [
     "yield",
     "macro_yield",
     "continue",
     "ping",
     "macro_ping",
     "chain",
+    "skynet",
 ];
 
 fn main() {
@@ -246,7 +292,7 @@ fn main() {
     let only: Vec<String> = args.collect();
     let wanted = |name: &str| only.is_empty() || only.iter().any(|o| o == name);
     let s = Scheduler::builder()
-        .workers(1)
+        .workers(std::env::var("W").map_or(1, |w| w.parse().unwrap()))
         .handler(|_: Nop, done: Completer<Nop>| done.complete(()))
         .build()
         .expect("the scheduler starts");
@@ -267,6 +313,7 @@ fn main() {
             ),
             "macro_ping" => per_unit(&s, MacroPing, (n,), n),
             "chain" => chain_per_link(&s, n / 4),
+            "skynet" => skynet_per_process(&s, n / 4),
             other => unreachable!("no case {other}"),
         }
     };
@@ -278,7 +325,8 @@ fn main() {
             }
         }
     }
-    let [hand_yield, macro_yield, continue_, hand_ping, macro_ping, chain] = best;
+    if std::env::var_os("M").is_some() { eprintln!("{:#?}", s.metrics()); }
+    let [hand_yield, macro_yield, continue_, hand_ping, macro_ping, chain, skynet] = best;
     println!("1 worker, {n} units, minimum of 9 runs (ns per unit; NaN: not run):");
     println!(
         "  yield of a command completed at once: hand-written {hand_yield:.1}, #[process] {macro_yield:.1} ({:.2}x)",
@@ -290,4 +338,5 @@ fn main() {
         macro_ping / hand_ping
     );
     println!("  spawn from inside, one link of a chain (spawn, run, end), #[process]: {chain:.1}");
+    println!("  one process of a skynet tree (spawned, joined, summed), #[process]: {skynet:.1}");
 }
