@@ -177,7 +177,11 @@ fn skynet_per_process(s: &Scheduler, processes: u32) -> f64 {
     let count = (leaves * 10 - 1) / 9;
     let start = Instant::now();
     let pid = s.spawn(Skynet, "run", (0_u64, leaves)).expect("spawns");
-    let sum = s.wait(pid).expect("finishes").downcast::<u64>().expect("a u64");
+    let sum = s
+        .wait(pid)
+        .expect("finishes")
+        .downcast::<u64>()
+        .expect("a u64");
     let elapsed = start.elapsed().as_nanos() as f64 / count as f64;
     assert_eq!(sum, leaves * (leaves - 1) / 2, "skynet's sum");
     elapsed
@@ -325,7 +329,9 @@ fn main() {
             }
         }
     }
-    if std::env::var_os("M").is_some() { eprintln!("{:#?}", s.metrics()); }
+    if std::env::var_os("M").is_some() {
+        eprintln!("{:#?}", s.metrics());
+    }
     let [hand_yield, macro_yield, continue_, hand_ping, macro_ping, chain, skynet] = best;
     println!("1 worker, {n} units, minimum of 9 runs (ns per unit; NaN: not run):");
     println!(

@@ -8,7 +8,7 @@ use crate::error::{CancelError, SendError, SpawnError};
 use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
 use crate::process::IntoProcess;
-use crate::runtime::cell::{NewProcess, ProcessCell, ThinCell};
+use crate::runtime::cell::{CellRef, NewProcess, ThinCell};
 
 /// Handed to [`Process::init`](crate::Process::init): the process's own PID and a way to send messages and
 /// spawn processes on the scheduler (or the [`testing`](crate::testing) harness) that
@@ -42,7 +42,7 @@ impl Context {
     }
 
     /// The context of the process in `cell`, run by a scheduler.
-    pub(crate) fn of_process(cell: Arc<ProcessCell>) -> Self {
+    pub(crate) fn of_process(cell: CellRef) -> Self {
         Self {
             backend: BackendRef::Process(ThinCell::new(cell)),
         }

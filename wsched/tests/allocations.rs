@@ -184,9 +184,11 @@ fn a_yield_of_a_small_command_completed_at_once_allocates_nothing() {
         scheduler.wait(pid).unwrap();
     });
     // None: a small command and its output sit inline in their payloads, and no
-    // completer, event or wake-up allocates.
+    // completer, event or wake-up allocates. (The one spawn per measurement
+    // allocates its cell or reuses a freed one, depending on which thread dropped
+    // the previous cell last: a difference of one allocation in 10,000 yields.)
     println!("{per_yield} allocations per yield");
-    assert!(per_yield == 0.0, "{per_yield} allocations per yield");
+    assert!(per_yield.abs() < 0.001, "{per_yield} allocations per yield");
 }
 
 /// With `serve: Some(n)`, sends a message to `peer` at its first step and on every

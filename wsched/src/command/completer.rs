@@ -9,9 +9,8 @@ use crate::error::{BoxError, YieldError};
 use crate::payload::Payload;
 use crate::pid::Pid;
 use crate::process::{Completion, Event, Tag};
-use crate::runtime::cell::ProcessCell;
+use crate::runtime::cell::{CellRef, ProcessCell};
 use crate::runtime::{drop_quietly, Handle};
-use std::sync::Arc;
 
 /// Completes one yielded command of type `C`, from any thread, now or later.
 ///
@@ -69,7 +68,7 @@ impl<C: Command> Completer<C> {
     }
 
     /// The cell of the process that yielded.
-    pub(crate) fn process_cell(&self) -> &Arc<ProcessCell> {
+    pub(crate) fn process_cell(&self) -> &CellRef {
         &self.raw.cell
     }
 
@@ -93,7 +92,7 @@ impl<C: Command> fmt::Debug for Completer<C> {
 /// The untyped completer behind [`Completer`].
 pub(crate) struct RawCompleter {
     /// The process, and through it the scheduler (see `ProcessCell::handle`).
-    cell: Arc<ProcessCell>,
+    cell: CellRef,
     tag: Tag,
     /// The command's type name, for errors; a function pointer is a word where the
     /// name itself would be two.
@@ -158,7 +157,7 @@ loom::thread_local! {
 /// no wake flag, no re-queueing. The worker then steps the process again with them
 /// right away. Completions made on other threads, or later, take the mailbox.
 pub(crate) fn dispatch_direct<R>(
-    cell: &Arc<ProcessCell>,
+    cell: &CellRef,
     events: &mut Vec<Event>,
     dispatch: impl FnOnce() -> R,
 ) -> R {
@@ -176,7 +175,7 @@ pub(crate) fn dispatch_direct<R>(
         }
     }
     let direct = Direct {
-        cell: Arc::as_ptr(cell),
+        cell: CellRef::as_ptr(cell),
         events: std::mem::take(events),
     };
     let mut restore = Restore {
@@ -193,12 +192,12 @@ pub(crate) fn dispatch_direct<R>(
 }
 
 impl RawCompleter {
-    pub(crate) fn new(cell: Arc<ProcessCell>, tag: Tag, command: fn() -> &'static str) -> Self {
+    pub(crate) fn new(cell: CellRef, tag: Tag, command: fn() -> &'static str) -> Self {
         Self { cell, tag, command }
     }
 
     /// Takes the completer apart without completing the yield (its `Drop` would).
-    fn into_fields(self) -> (Arc<ProcessCell>, Tag, fn() -> &'static str) {
+    fn into_fields(self) -> (CellRef, Tag, fn() -> &'static str) {
         let this = std::mem::ManuallyDrop::new(self);
         // SAFETY: `this` is never dropped, so the cell's count is moved out exactly
         // once; the other fields are `Copy`.
@@ -229,7 +228,7 @@ impl RawCompleter {
         // Addresses only: two `dyn` pointers to one cell may carry different copies
         // of its vtable.
         if let Some(direct) =
-            direct.filter(|direct| std::ptr::addr_eq(direct.cell, Arc::as_ptr(&cell)))
+            direct.filter(|direct| std::ptr::addr_eq(direct.cell, CellRef::as_ptr(&cell)))
         {
             let events = &mut direct.events;
             events.reserve(1);
@@ -266,7 +265,7 @@ impl RawCompleter {
     pub(crate) fn deliver_deferred(
         self,
         result: Result<Payload, YieldError>,
-        woken: &mut Vec<Arc<ProcessCell>>,
+        woken: &mut Vec<CellRef>,
     ) {
         let (cell, tag, _) = self.into_fields();
         let event = Event::Completion(Completion { tag, result });
@@ -308,7 +307,7 @@ impl Drop for RawCompleter {
 impl RawCompleter {
     /// Takes the completer apart without completing the yield, giving back what it
     /// was made of (the caller makes a new completer from them).
-    pub(crate) fn into_parts(self) -> (Arc<ProcessCell>, Tag) {
+    pub(crate) fn into_parts(self) -> (CellRef, Tag) {
         let (cell, tag, _) = self.into_fields();
         (cell, tag)
     }
@@ -373,7 +372,7 @@ fn settle_unwound(mark: u32, parked: u32, panic: Option<&(dyn std::any::Any + Se
 
 impl RawCompleter {
     /// The process that yielded.
-    pub(crate) fn cell(&self) -> &Arc<ProcessCell> {
+    pub(crate) fn cell(&self) -> &CellRef {
         &self.cell
     }
 

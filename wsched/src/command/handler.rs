@@ -11,14 +11,14 @@ use crate::error::{BuildError, YieldError};
 use crate::fast_hash::FastHash;
 use crate::payload::Payload;
 use crate::process::{Tag, Yield};
-use crate::runtime::cell::ProcessCell;
+use crate::runtime::cell::CellRef;
 use std::sync::Arc;
 
 /// Takes the command (a `C`) out of the payload where the step wrote it, makes the
 /// completer for the yield tagged `Tag` of the process in the cell, and calls the
 /// handler: built in the generic closure, so that nothing type-erased is moved
 /// through memory on the way.
-type ErasedHandler = dyn Fn(&mut Payload, &Arc<ProcessCell>, Tag) + Send + Sync;
+type ErasedHandler = dyn Fn(&mut Payload, &CellRef, Tag) + Send + Sync;
 
 /// Where a handler runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,15 +50,13 @@ impl Registration {
             command: std::any::type_name::<C>(),
             placement,
             builtin: false,
-            call: Arc::new(
-                move |command: &mut Payload, cell: &Arc<ProcessCell>, tag: Tag| {
-                    let command = command.take_in_place::<C>().unwrap_or_else(|| {
-                        unreachable!("handlers are looked up by the command's TypeId")
-                    });
-                    let raw = RawCompleter::new(cell.clone(), tag, std::any::type_name::<C>);
-                    handler(command, Completer::new(raw));
-                },
-            ),
+            call: Arc::new(move |command: &mut Payload, cell: &CellRef, tag: Tag| {
+                let command = command.take_in_place::<C>().unwrap_or_else(|| {
+                    unreachable!("handlers are looked up by the command's TypeId")
+                });
+                let raw = RawCompleter::new(cell.clone(), tag, std::any::type_name::<C>);
+                handler(command, Completer::new(raw));
+            }),
         }
     }
 
@@ -101,7 +99,7 @@ impl Handlers {
     pub(crate) fn dispatch(
         &self,
         blocking: &std::sync::Arc<BlockingPool>,
-        cell: &Arc<ProcessCell>,
+        cell: &CellRef,
         y: &mut Yield,
     ) {
         let tag = y.tag();

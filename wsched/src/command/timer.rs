@@ -72,7 +72,7 @@ use std::time::{Duration, Instant};
 use super::completer::RawCompleter;
 use crate::payload::Payload;
 use crate::process::Tag;
-use crate::runtime::cell::ProcessCell;
+use crate::runtime::cell::CellRef;
 use crate::sync::{thread, AtomicU32, Condvar, Mutex, Ordering};
 
 /// The wheel's size in 1 ms ticks: its horizon is about a second.
@@ -105,7 +105,7 @@ pub(crate) trait TimerItem: Sized + Send + 'static {
 }
 
 impl TimerItem for RawCompleter {
-    type Scratch = Vec<Arc<ProcessCell>>;
+    type Scratch = Vec<CellRef>;
 
     fn owner(&self) -> &TimerList {
         self.cell().timers()
@@ -115,7 +115,7 @@ impl TimerItem for RawCompleter {
         RawCompleter::tag(self)
     }
 
-    fn fire(due: &mut Vec<Self>, woken: &mut Vec<Arc<ProcessCell>>) {
+    fn fire(due: &mut Vec<Self>, woken: &mut Vec<CellRef>) {
         let Some(first) = due.first() else { return };
         let handle = first.handle().clone();
         for completer in due.drain(..) {

@@ -1,7 +1,5 @@
 //! Always-on counters, cheap enough to leave on, and the process listing.
 
-use crossbeam_utils::CachePadded;
-
 use super::state::ProcessState;
 use crate::pid::Pid;
 use crate::process::SuspendPoint;
@@ -24,6 +22,9 @@ pub(crate) struct WorkerCounters {
     pub(crate) stolen: Counter,
     pub(crate) lifo_steals: Counter,
     pub(crate) parks: Counter,
+    /// Processes spawned, finished, failed and stopped on this worker: the shared
+    /// totals would be a cache line every worker writes per spawn and per end.
+    pub(crate) processes: ProcessCounts<Counter>,
 }
 
 #[derive(Default)]
@@ -42,13 +43,59 @@ impl Counter {
     }
 }
 
-/// Counters shared by everyone (updated with atomic adds).
+/// What happened to processes: `C` is a [`Counter`] in a worker's own counters, an
+/// atomic in the one set that threads other than workers share.
 #[derive(Default)]
-pub(crate) struct GlobalCounters {
-    pub(crate) spawned: CachePadded<AtomicU64>,
-    pub(crate) finished: CachePadded<AtomicU64>,
-    pub(crate) failed: CachePadded<AtomicU64>,
-    pub(crate) stopped: CachePadded<AtomicU64>,
+pub(crate) struct ProcessCounts<C> {
+    pub(crate) spawned: C,
+    pub(crate) finished: C,
+    pub(crate) failed: C,
+    pub(crate) stopped: C,
+}
+
+/// What a process count counts.
+#[derive(Clone, Copy)]
+pub(crate) enum ProcessEvent {
+    Spawned,
+    Finished,
+    Failed,
+    Stopped,
+}
+
+impl<C> ProcessCounts<C> {
+    pub(crate) fn of(&self, event: ProcessEvent) -> &C {
+        match event {
+            ProcessEvent::Spawned => &self.spawned,
+            ProcessEvent::Finished => &self.finished,
+            ProcessEvent::Failed => &self.failed,
+            ProcessEvent::Stopped => &self.stopped,
+        }
+    }
+}
+
+/// The totals over the workers' counts and the outside ones.
+pub(crate) fn process_totals<'a>(
+    workers: impl Iterator<Item = &'a WorkerCounters>,
+    outside: &ProcessCounts<AtomicU64>,
+) -> ProcessCounts<u64> {
+    let load = |count: &AtomicU64| count.load(Ordering::Relaxed);
+    workers.fold(
+        ProcessCounts {
+            spawned: load(&outside.spawned),
+            finished: load(&outside.finished),
+            failed: load(&outside.failed),
+            stopped: load(&outside.stopped),
+        },
+        |sum, worker| {
+            let counts = &worker.processes;
+            ProcessCounts {
+                spawned: sum.spawned + counts.spawned.get(),
+                finished: sum.finished + counts.finished.get(),
+                failed: sum.failed + counts.failed.get(),
+                stopped: sum.stopped + counts.stopped.get(),
+            }
+        },
+    )
 }
 
 impl WorkerCounters {

@@ -10,6 +10,7 @@
 //! | `registry.rs` | the PID table (a slab indexed by PID) |
 //! | `queue/` | the per-worker deque, the LIFO slot and the global injection queue |
 //! | `idle.rs` | spinning, parking and waking workers |
+//! | `live.rs` | the live-process count, per worker, that shutdown waits on |
 //! | `worker.rs` | the worker loop: find work, step, dispatch |
 //! | `metrics.rs` | always-on counters and the process listing |
 
@@ -20,6 +21,7 @@ mod tests;
 mod builder;
 pub(crate) mod cell;
 mod idle;
+mod live;
 mod metrics;
 mod registry;
 mod scheduler;

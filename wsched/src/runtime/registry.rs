@@ -18,9 +18,9 @@
 //! its generation has reached the PID's), which tells "finished" from "no such
 //! process" in send errors.
 
-use super::cell::{ProcessCell, ThinCell};
+use super::cell::{CellRef, ThinCell};
+use super::worker::Caller;
 use crate::pid::Pid;
-use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
 
@@ -58,10 +58,12 @@ pub(crate) struct Registry {
     /// share a shard, so many senders to one process (replies converging on a
     /// coordinator) never wait for each other; spawns and ends write.
     shards: Box<[CachePadded<RwLock<Shard>>]>,
-    /// Where the next spawn takes a slot: a hint that spreads spawns over the
-    /// shards, updated without a locked instruction (two spawns that read the same
-    /// value share a shard, which is harmless).
-    cursor: AtomicUsize,
+    /// Where the next spawn takes a slot, one cursor per worker and a last one for
+    /// other threads: a hint that spreads spawns over the shards. Worker `w` of `n`
+    /// takes slots in shards `w`, `w + n`, `w + 2n`, … only, so workers spawning at
+    /// once do not write the same shard's lock and slots. Updated without a locked
+    /// instruction (two threads reading the same value share a shard, harmless).
+    cursors: Box<[CachePadded<AtomicUsize>]>,
 }
 
 /// Where a PID's slot is.
@@ -98,12 +100,13 @@ impl Shard {
 }
 
 impl Registry {
-    pub(crate) fn new() -> Self {
+    /// A table for a scheduler of `workers` workers.
+    pub(crate) fn new(workers: usize) -> Self {
         Self {
             shards: (0..SHARDS)
                 .map(|_| CachePadded::new(RwLock::new(Shard::new())))
                 .collect(),
-            cursor: AtomicUsize::new(0),
+            cursors: (0..=workers).map(|_| Default::default()).collect(),
         }
     }
 
@@ -117,10 +120,15 @@ impl Registry {
     ///
     /// # Panics
     /// If the table is full (2³² − 1 slots, billions of live processes).
-    pub(crate) fn reserve(&self) -> Pid {
-        let start = self.cursor.load(Ordering::Relaxed);
-        self.cursor.store(start.wrapping_add(1), Ordering::Relaxed);
-        let shard_index = start % SHARDS;
+    pub(crate) fn reserve(&self, caller: Caller) -> Pid {
+        let workers = self.cursors.len() - 1;
+        let (cursor, stride, first) = match caller {
+            Caller::Worker(index) => (&self.cursors[index], workers, index),
+            Caller::Outside => (&self.cursors[workers], 1, 0),
+        };
+        let next = cursor.load(Ordering::Relaxed);
+        cursor.store(next.wrapping_add(1), Ordering::Relaxed);
+        let shard_index = next.wrapping_mul(stride).wrapping_add(first) % SHARDS;
         let mut shard = self.shards[shard_index].write();
         let index = match shard.free.pop() {
             Some(index) => index as usize,
@@ -146,7 +154,7 @@ impl Registry {
     }
 
     /// Makes the process reachable under its PID (issued by [`reserve`](Self::reserve)).
-    pub(crate) fn publish(&self, cell: Arc<ProcessCell>) {
+    pub(crate) fn publish(&self, cell: CellRef) {
         let place = Place::of(cell.pid());
         let mut shard = self.shard(&place).write();
         let slot = &mut shard.slots[place.index];
@@ -161,7 +169,7 @@ impl Registry {
     }
 
     /// Frees `pid`'s slot; returns the cell it held.
-    fn free(&self, pid: Pid) -> Option<Arc<ProcessCell>> {
+    fn free(&self, pid: Pid) -> Option<CellRef> {
         let place = Place::of(pid);
         let mut guard = self.shard(&place).write();
         let shard = &mut *guard;
@@ -170,7 +178,7 @@ impl Registry {
             return None;
         }
         slot.taken = false;
-        let cell = slot.cell.take().map(ThinCell::into_arc);
+        let cell = slot.cell.take().map(ThinCell::into_cell);
         // A slot whose generation would wrap is retired: its PIDs stay unique.
         match slot.generation.checked_add(1) {
             Some(next) => {
@@ -182,14 +190,14 @@ impl Registry {
         cell
     }
 
-    pub(crate) fn get(&self, pid: Pid) -> Option<Arc<ProcessCell>> {
-        self.with(pid, Arc::clone)
+    pub(crate) fn get(&self, pid: Pid) -> Option<CellRef> {
+        self.with(pid, CellRef::clone)
     }
 
     /// Runs `f` on `pid`'s cell under its shard's lock, sparing the reference-count
     /// traffic of [`get`](Self::get) on the hot path of sends. `f` must be short and
     /// must not touch the registry.
-    pub(crate) fn with<R>(&self, pid: Pid, f: impl FnOnce(&Arc<ProcessCell>) -> R) -> Option<R> {
+    pub(crate) fn with<R>(&self, pid: Pid, f: impl FnOnce(&CellRef) -> R) -> Option<R> {
         let place = Place::of(pid);
         let shard = self.shard(&place).read();
         let slot = shard.slots.get(place.index)?;
@@ -217,7 +225,7 @@ impl Registry {
     }
 
     /// Every cell in the table, shard by shard (not an atomic snapshot).
-    pub(crate) fn cells(&self) -> Vec<Arc<ProcessCell>> {
+    pub(crate) fn cells(&self) -> Vec<CellRef> {
         let mut all = Vec::new();
         for shard in self.shards.iter() {
             all.extend(
@@ -225,7 +233,7 @@ impl Registry {
                     .read()
                     .slots
                     .iter()
-                    .filter_map(|s| s.cell.as_ref().map(|cell| cell.with(Arc::clone))),
+                    .filter_map(|s| s.cell.as_ref().map(|cell| cell.with(CellRef::clone))),
             );
         }
         all
@@ -243,16 +251,17 @@ impl Registry {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::runtime::cell::ProcessCell;
     use crate::runtime::tests::Inert;
 
-    fn cell(pid: Pid) -> Arc<ProcessCell> {
-        ProcessCell::new(pid, None, "run", false, Inert)
+    fn cell(pid: Pid) -> CellRef {
+        ProcessCell::ready(pid, None, "run", false, Inert)
     }
 
     #[test]
     fn pids_of_a_fresh_table_are_small_and_a_freed_slot_gets_a_new_generation() {
-        let table = Registry::new();
-        let first: Vec<Pid> = (0..3).map(|_| table.reserve()).collect();
+        let table = Registry::new(1);
+        let first: Vec<Pid> = (0..3).map(|_| table.reserve(Caller::Outside)).collect();
         assert_eq!(
             first,
             [1, 2, 3].map(Pid::from_raw),
@@ -270,7 +279,7 @@ mod tests {
         // generation 1, so the old PID still names nothing.
         let mut reused = None;
         for _ in 0..SHARDS {
-            let pid = table.reserve();
+            let pid = table.reserve(Caller::Outside);
             if pid.as_u64() as u32 == 2 {
                 reused = Some(pid);
             } else {
@@ -289,13 +298,41 @@ mod tests {
     }
 
     #[test]
+    fn each_worker_takes_slots_in_its_own_shards_only() {
+        let table = Registry::new(2);
+        let shard_of = |pid: Pid| Place::of(pid).shard;
+        let worker_0: Vec<usize> = (0..2 * SHARDS)
+            .map(|_| shard_of(table.reserve(Caller::Worker(0))))
+            .collect();
+        let worker_1: Vec<usize> = (0..2 * SHARDS)
+            .map(|_| shard_of(table.reserve(Caller::Worker(1))))
+            .collect();
+        assert!(worker_0.iter().all(|shard| shard % 2 == 0), "{worker_0:?}");
+        assert!(worker_1.iter().all(|shard| shard % 2 == 1), "{worker_1:?}");
+        // Yet each worker spreads its spawns over all of its shards.
+        assert_eq!(
+            worker_0[..SHARDS / 2],
+            (0..SHARDS).step_by(2).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            worker_1[..SHARDS / 2],
+            (1..SHARDS).step_by(2).collect::<Vec<_>>()
+        );
+        // Other threads use every shard.
+        let outside: Vec<usize> = (0..SHARDS)
+            .map(|_| shard_of(table.reserve(Caller::Outside)))
+            .collect();
+        assert_eq!(outside, (0..SHARDS).collect::<Vec<_>>());
+    }
+
+    #[test]
     fn unissued_pids_are_told_apart_from_finished_ones() {
-        let table = Registry::new();
+        let table = Registry::new(1);
         assert!(
             !table.issued(Pid::from_raw(1)),
             "an empty table issued nothing"
         );
-        let pid = table.reserve();
+        let pid = table.reserve(Caller::Outside);
         assert!(table.issued(pid));
         assert!(
             !table.issued(Pid::from_raw(pid.as_u64() + (1 << 32))),
@@ -310,28 +347,28 @@ mod tests {
     #[test]
     fn a_slot_is_two_words_and_holds_its_cell_until_freed() {
         assert_eq!(std::mem::size_of::<Slot>(), 16);
-        let table = Registry::new();
-        let pid = table.reserve();
+        let table = Registry::new(1);
+        let pid = table.reserve(Caller::Outside);
         let first = cell(pid);
         table.publish(first.clone());
-        assert_eq!(Arc::strong_count(&first), 2, "the table holds one count");
+        assert_eq!(CellRef::count(&first), 2, "the table holds one count");
         let got = table.get(pid).expect("published");
-        assert!(Arc::ptr_eq(&got, &first));
-        assert_eq!(Arc::strong_count(&first), 3);
+        assert!(CellRef::ptr_eq(&got, &first));
+        assert_eq!(CellRef::count(&first), 3);
         drop(got);
         assert_eq!(table.cells().len(), 1);
         table.remove(pid);
-        assert_eq!(Arc::strong_count(&first), 1, "freeing gives the count back");
-        let again = cell(table.reserve());
+        assert_eq!(CellRef::count(&first), 1, "freeing gives the count back");
+        let again = cell(table.reserve(Caller::Outside));
         table.publish(again.clone());
         table.clear();
-        assert_eq!(Arc::strong_count(&again), 1, "clearing gives it back too");
+        assert_eq!(CellRef::count(&again), 1, "clearing gives it back too");
     }
 
     #[test]
     fn a_slot_whose_generation_would_wrap_is_retired() {
-        let table = Registry::new();
-        let pid = table.reserve();
+        let table = Registry::new(1);
+        let pid = table.reserve(Caller::Outside);
         table.shards[0].write().slots[0].generation = u32::MAX;
         let last = Pid::from_raw((u64::from(u32::MAX) << 32) | pid.as_u64());
         table.release(last);

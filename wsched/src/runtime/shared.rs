@@ -3,14 +3,18 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::cell::{Header, NewProcess, Owned, ProcessCell, ResultWaiter};
+use super::cell::{CellRef, Header, NewProcess, Owned, ResultWaiter};
 use super::idle::Idle;
-use super::metrics::{GlobalCounters, Metrics, ProcessInfo, WorkerCounters};
+use super::live::LiveCount;
+use super::metrics::{
+    process_totals, Metrics, ProcessCounts, ProcessEvent, ProcessInfo, WorkerCounters,
+};
 use super::queue::inject::Inject;
 use super::queue::lifo::LifoSlot;
 use super::queue::local::{Overflow, Steal};
 use super::registry::Registry;
-use super::{drop_all_quietly, drop_quietly, worker};
+use super::worker::{self, Caller};
+use super::{drop_all_quietly, drop_quietly};
 use crate::command::blocking::BlockingPool;
 use crate::command::handler::Handlers;
 use crate::command::timer::Timers;
@@ -22,12 +26,12 @@ use crate::payload::Payload;
 use crate::pid::Pid;
 use crate::process::{init_process, Event, Message};
 use crate::runtime::Handle;
-use crate::sync::{fence, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
+use crate::sync::{fence, AtomicBool, Condvar, Mutex, Ordering};
 
 use crossbeam_utils::CachePadded;
 
 /// What run queues hold.
-pub(crate) type Task = Arc<ProcessCell>;
+pub(crate) type Task = CellRef;
 
 pub(crate) struct Shared {
     pub(crate) workers: usize,
@@ -38,24 +42,30 @@ pub(crate) struct Shared {
     /// Each worker's LIFO slot, by worker index (see `queue/lifo.rs`).
     pub(crate) lifos: Box<[CachePadded<LifoSlot<Task>>]>,
     pub(crate) idle: Idle,
-    pub(crate) counters: Box<[crossbeam_utils::CachePadded<WorkerCounters>]>,
-    pub(crate) globals: GlobalCounters,
+    pub(crate) counters: Box<[CachePadded<WorkerCounters>]>,
+    /// The process counts of threads that are not workers (workers count their
+    /// own in `counters`).
+    outside_counts: CachePadded<ProcessCounts<std::sync::atomic::AtomicU64>>,
     pub(crate) handlers: Handlers,
     pub(crate) blocking: Arc<BlockingPool>,
     pub(crate) timers: Arc<Timers>,
     /// Processes spawned (counted from before `init` runs) and not yet ended.
-    live: AtomicUsize,
-    /// Signalled (under `done_lock`) when `live` drops to zero.
-    done_lock: Mutex<()>,
-    done: Condvar,
+    live: LiveCount,
+    /// The lifecycle flags: read on every spawn and by every worker's loop, written
+    /// once each; padded so that no hot write shares their line.
+    flags: CachePadded<Flags>,
+    /// PIDs stopped by shutdown, by whoever stopped them.
+    stopped: Mutex<Vec<Pid>>,
+}
+
+/// The lifecycle flags (see `Shared::spawn` and `Shared::stop_all`).
+struct Flags {
     /// False once shutdown begins: spawns fail.
     accepting: AtomicBool,
     /// True once shutdown's timeout ran out: workers stop what they pick up.
     stopping: AtomicBool,
     /// True when workers must exit.
     terminated: AtomicBool,
-    /// PIDs stopped by shutdown, by whoever stopped them.
-    stopped: Mutex<Vec<Pid>>,
 }
 
 pub(crate) struct SharedParts {
@@ -72,22 +82,22 @@ impl Shared {
         Arc::new(Self {
             workers: parts.workers,
             global_batch: parts.global_batch,
-            registry: Registry::new(),
+            registry: Registry::new(parts.workers),
             inject: Inject::new(),
             stealers: parts.stealers,
             lifos: (0..parts.workers).map(|_| Default::default()).collect(),
             idle: Idle::new(parts.workers),
             counters: (0..parts.workers).map(|_| Default::default()).collect(),
-            globals: GlobalCounters::default(),
+            outside_counts: Default::default(),
             handlers: parts.handlers,
             blocking: parts.blocking,
             timers: parts.timers,
-            live: AtomicUsize::new(0),
-            done_lock: Mutex::new(()),
-            done: Condvar::new(),
-            accepting: AtomicBool::new(true),
-            stopping: AtomicBool::new(false),
-            terminated: AtomicBool::new(false),
+            live: LiveCount::new(parts.workers),
+            flags: CachePadded::new(Flags {
+                accepting: AtomicBool::new(true),
+                stopping: AtomicBool::new(false),
+                terminated: AtomicBool::new(false),
+            }),
             stopped: Mutex::new(Vec::new()),
         })
     }
@@ -115,18 +125,19 @@ impl Shared {
         process: NewProcess,
     ) -> Result<Pid, SpawnError> {
         debug_assert!(std::ptr::eq(handle.shared(), self));
-        self.live.fetch_add(1, Ordering::SeqCst);
+        let caller = worker::caller(self);
+        self.live.add(caller);
         // Dekker with `stop_accepting`: the fences order "count, then check" here
         // against "clear, then count" there (SeqCst accesses alone would do in C++,
         // but loom models only fences as SeqCst, and spawns are not that hot).
         fence(Ordering::SeqCst);
-        if !self.accepting.load(Ordering::SeqCst) {
-            self.end_live();
+        if !self.flags.accepting.load(Ordering::SeqCst) {
+            self.live.end(caller);
             // The process is user data: its drop may panic, and we may be on a worker.
             drop_quietly(process);
             return Err(SpawnError::ShuttingDown);
         }
-        let pid = self.registry.reserve();
+        let pid = self.registry.reserve(caller);
         let spawned = process.spawn(handle, pid, parent, |cell, body, method, input| {
             // The process reaches the scheduler through its own cell.
             let ctx = Context::of_process(cell.clone());
@@ -136,11 +147,11 @@ impl Shared {
             Ok(cell) => cell,
             Err(error) => {
                 self.registry.release(pid);
-                self.end_live();
+                self.live.end(caller);
                 return Err(error);
             }
         };
-        self.globals.spawned.fetch_add(1, Ordering::Relaxed);
+        self.count(caller, ProcessEvent::Spawned);
         self.registry.publish(cell.clone());
         // Shutdown clears `accepting` (then sets `stopping`) before it sweeps the PID
         // table shard by shard; the shard lock orders this registration against the
@@ -152,18 +163,23 @@ impl Shared {
             }
             return Ok(pid);
         }
-        if !self.accepting.load(Ordering::SeqCst) {
+        if !self.flags.accepting.load(Ordering::SeqCst) {
             let _ = cell.push_event(Event::Cancel);
         }
         worker::schedule_new(self, cell);
         Ok(pid)
     }
 
-    /// One process fewer is live; the last one wakes shutdown.
-    fn end_live(&self) {
-        if self.live.fetch_sub(1, Ordering::SeqCst) == 1 {
-            let _guard = self.done_lock.lock();
-            self.done.notify_all();
+    /// Counts `event` in `caller`'s own counts.
+    #[inline]
+    fn count(&self, caller: Caller, event: ProcessEvent) {
+        match caller {
+            Caller::Worker(index) => self.counters[index].processes.of(event).add(1),
+            Caller::Outside => {
+                self.outside_counts
+                    .of(event)
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
         }
     }
 
@@ -171,7 +187,7 @@ impl Shared {
 
     /// Puts `event` into `cell`'s mailbox and queues the process if that woke it.
     /// Gives the event back if the process has ended.
-    pub(crate) fn deliver(&self, cell: &Arc<ProcessCell>, event: Event) -> Result<(), Event> {
+    pub(crate) fn deliver(&self, cell: &CellRef, event: Event) -> Result<(), Event> {
         if cell.push_event(event)? {
             worker::schedule_woken(self, cell.clone());
         }
@@ -181,7 +197,7 @@ impl Shared {
     /// Queues processes woken together from outside the workers (e.g. by timers
     /// firing at once): one lock on the global queue and one wake-up, which the
     /// woken worker passes on if there is more to do. Leaves `woken` empty.
-    pub(crate) fn schedule_batch(&self, woken: &mut Vec<Arc<ProcessCell>>) {
+    pub(crate) fn schedule_batch(&self, woken: &mut Vec<CellRef>) {
         if woken.is_empty() {
             return;
         }
@@ -300,17 +316,19 @@ impl Shared {
             self.timers.cancel_process(owned.cell().timers());
         }
 
-        match &result {
-            Ok(_) => self.globals.finished.fetch_add(1, Ordering::Relaxed),
+        let event = match &result {
+            Ok(_) => ProcessEvent::Finished,
             Err(ProcessError::Stopped) => {
                 self.stopped.lock().push(owned.cell().pid());
-                self.globals.stopped.fetch_add(1, Ordering::Relaxed)
+                ProcessEvent::Stopped
             }
-            Err(_) => self.globals.failed.fetch_add(1, Ordering::Relaxed),
+            Err(_) => ProcessEvent::Failed,
         };
         // Counted as ended before the result is published, so whoever receives the
         // result sees consistent metrics.
-        self.end_live();
+        let caller = worker::caller(self);
+        self.count(caller, event);
+        self.live.end(caller);
         let pid = owned.cell().pid();
         if owned.finish(result) {
             self.registry.remove(pid);
@@ -320,22 +338,22 @@ impl Shared {
     // ---- lifecycle ------------------------------------------------------------
 
     pub(crate) fn is_stopping(&self) -> bool {
-        self.stopping.load(Ordering::SeqCst)
+        self.flags.stopping.load(Ordering::SeqCst)
     }
 
     pub(crate) fn is_terminated(&self) -> bool {
-        self.terminated.load(Ordering::SeqCst)
+        self.flags.terminated.load(Ordering::SeqCst)
     }
 
     pub(crate) fn live(&self) -> usize {
-        self.live.load(Ordering::SeqCst)
+        self.live.get()
     }
 
     /// Stops accepting spawns. Returns false if that had already happened. Every
     /// spawn that got past the check is counted in `live` once this returns (see
     /// `spawn`).
     pub(crate) fn stop_accepting(&self) -> bool {
-        let was = self.accepting.swap(false, Ordering::SeqCst);
+        let was = self.flags.accepting.swap(false, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         was
     }
@@ -353,13 +371,7 @@ impl Shared {
 
     /// Waits until no process is live or `deadline` passes; true if none is live.
     pub(crate) fn wait_all_done(&self, deadline: Instant) -> bool {
-        let mut guard = self.done_lock.lock();
-        while self.live() > 0 {
-            if self.done.wait_until(&mut guard, deadline).timed_out() {
-                return self.live() == 0;
-            }
-        }
-        true
+        self.live.wait_zero(deadline)
     }
 
     /// Stops every process still live: those nobody is stepping (waiting, or READY in
@@ -371,7 +383,7 @@ impl Shared {
     /// steps (and spawns inside `init`) to return: it is bounded by user code that is
     /// running right now. The periodic re-sweep is a safety net, not the mechanism.
     pub(crate) fn stop_all(&self) -> Vec<Pid> {
-        self.stopping.store(true, Ordering::SeqCst);
+        self.flags.stopping.store(true, Ordering::SeqCst);
         loop {
             for cell in self.registry.cells() {
                 if let Some(owned) = cell.request_stop() {
@@ -389,7 +401,7 @@ impl Shared {
 
     /// Tells the workers to exit and wakes them all.
     pub(crate) fn terminate(&self) {
-        self.terminated.store(true, Ordering::SeqCst);
+        self.flags.terminated.store(true, Ordering::SeqCst);
         self.idle.unpark_all();
     }
 
@@ -403,12 +415,13 @@ impl Shared {
     // ---- observation ----------------------------------------------------------
 
     pub(crate) fn metrics(&self) -> Metrics {
+        let totals = process_totals(self.counters.iter().map(|c| &**c), &self.outside_counts);
         Metrics {
             workers: self.counters.iter().map(|c| c.snapshot()).collect(),
-            spawned: self.globals.spawned.load(Ordering::Relaxed),
-            finished: self.globals.finished.load(Ordering::Relaxed),
-            failed: self.globals.failed.load(Ordering::Relaxed),
-            stopped: self.globals.stopped.load(Ordering::Relaxed),
+            spawned: totals.spawned,
+            finished: totals.finished,
+            failed: totals.failed,
+            stopped: totals.stopped,
             live: self.live(),
             global_queue: self.inject.len(),
             pending_timers: self.timers.pending(),

@@ -84,7 +84,29 @@ struct Core {
 
 struct Current {
     shared: *const Shared,
+    /// The worker's index, readable while `core` is borrowed.
+    index: usize,
     core: Rc<RefCell<Core>>,
+}
+
+/// Which thread is calling into the scheduler: one of its workers (by index), or any
+/// other thread. Per-worker state (counts written without locked instructions, the
+/// worker's own shards of the PID table) is chosen by it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Caller {
+    /// Worker `n` of this scheduler: only that worker's thread is this caller.
+    Worker(usize),
+    /// A thread that is not one of this scheduler's workers.
+    Outside,
+}
+
+/// Who is calling into `shared`.
+#[inline]
+pub(crate) fn caller(shared: &Shared) -> Caller {
+    CURRENT.with(|current| match &*current.borrow() {
+        Some(current) if std::ptr::eq(current.shared, shared) => Caller::Worker(current.index),
+        _ => Caller::Outside,
+    })
 }
 
 #[cfg(not(loom))]
@@ -99,12 +121,7 @@ loom::thread_local! {
 
 /// Whether the calling thread is one of `shared`'s workers.
 pub(crate) fn is_worker_of(shared: &Shared) -> bool {
-    CURRENT.with(|current| {
-        current
-            .borrow()
-            .as_ref()
-            .is_some_and(|current| std::ptr::eq(current.shared, shared))
-    })
+    caller(shared) != Caller::Outside
 }
 
 /// Runs `f` with this thread's worker core if the thread is one of `shared`'s
@@ -196,6 +213,7 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
     CURRENT.with(|current| {
         *current.borrow_mut() = Some(Current {
             shared,
+            index,
             core: core.clone(),
         })
     });

@@ -243,7 +243,7 @@ fn completers_completed_dropped_and_unwound_answer_each_yield_once() {
 #[test]
 fn a_withdrawn_wait_racing_the_end_of_its_process_loses_nothing() {
     loom::model(|| {
-        let cell = ProcessCell::new(Pid::from_raw(1), None, "run", false, Inert);
+        let cell = ProcessCell::ready(Pid::from_raw(1), None, "run", false, Inert);
         let answered = Arc::new(AtomicUsize::new(0));
         let finisher = {
             let cell = cell.clone();

@@ -5,14 +5,14 @@
 use crate::payload::Payload;
 use crate::pid::Pid;
 use crate::process::{Completion, Event, Message, Tag};
-use crate::runtime::cell::ProcessCell;
+use crate::runtime::cell::{CellRef, ProcessCell};
 use crate::runtime::state::{ProcessState, Suspend};
 use crate::sync::{Arc, AtomicUsize, Ordering};
 
 use super::Inert;
 
-fn cell() -> std::sync::Arc<ProcessCell> {
-    ProcessCell::new(Pid::from_raw(1), None, "run", false, Inert)
+fn cell() -> CellRef {
+    ProcessCell::ready(Pid::from_raw(1), None, "run", false, Inert)
 }
 
 fn completion() -> Event {

@@ -18,11 +18,14 @@ use crate::payload::Payloads;
 use crate::pid::Pid;
 use crate::process::{Event, Events, Process, StepOutput, SuspendKind, SuspendPoint};
 use crate::runtime::panic_message;
-use crate::runtime::queue::lifo::SlotTask;
 use crate::runtime::shared::Filler;
 use crate::runtime::Handle;
-use crate::sync::{AtomicU64, Mutex, Ordering, UnsafeCell};
-use std::sync::Arc;
+use crate::sync::{AtomicU64, AtomicUsize, Mutex, Ordering, UnsafeCell};
+
+mod recycle;
+mod reference;
+
+pub(crate) use reference::{CellRef, ThinCell};
 
 /// Receives the answer to a claim of a process's result, exactly once. The two
 /// claims the runtime makes are variants of their own, so a join or a wait does
@@ -66,6 +69,9 @@ pub(crate) struct ProcessCell<B: ?Sized = dyn Process> {
 
 /// Everything about a process but the process itself.
 pub(crate) struct Header {
+    /// How many [`CellRef`]s (and their thin forms) there are: the cell's own
+    /// reference count (see `reference.rs`).
+    refs: AtomicUsize,
     pid: Pid,
     /// The scheduler running the process (`None` only for cells made by unit tests
     /// and loom models, and before spawning). Completers and the process's `Context`
@@ -315,15 +321,15 @@ pub(crate) struct Owned<'a> {
 impl ProcessCell {
     /// A READY cell holding `body`, without a scheduler (for the loom models).
     #[cfg_attr(not(loom), allow(dead_code))]
-    pub(crate) fn new<P: Process>(
+    pub(crate) fn ready<P: Process>(
         pid: Pid,
         parent: Option<Pid>,
         entry: &str,
         detached: bool,
         body: P,
-    ) -> Arc<ProcessCell> {
+    ) -> CellRef {
         let mut cell = Self::unspawned(body, entry, Payloads::new(), detached);
-        let header = &mut Arc::get_mut(&mut cell).expect("just made").header;
+        let header = &mut CellRef::get_mut(&mut cell).expect("just made").header;
         header.pid = pid;
         header.parent = parent;
         header.state = State::new_ready();
@@ -333,14 +339,10 @@ impl ProcessCell {
 
     /// A RUNNING cell holding `process`, owned by whoever made it, with the input
     /// its `init` will get; no PID or scheduler yet.
-    fn unspawned<P: Process>(
-        process: P,
-        entry: &str,
-        input: Payloads,
-        detached: bool,
-    ) -> Arc<ProcessCell> {
-        Arc::new(ProcessCell::<P> {
+    fn unspawned<P: Process>(process: P, entry: &str, input: Payloads, detached: bool) -> CellRef {
+        CellRef::new(ProcessCell::<P> {
             header: Header {
+                refs: AtomicUsize::new(1),
                 pid: Pid::UNSPAWNED,
                 handle: None,
                 parent: None,
@@ -354,24 +356,6 @@ impl ProcessCell {
             },
             body: UnsafeCell::new(ManuallyDrop::new(process)),
         })
-    }
-
-    /// The cell as a thin pointer, owning one strong count (for slots that hold a
-    /// task in one atomic word). Undone by [`from_thin`](Self::from_thin).
-    pub(crate) fn into_thin(cell: Arc<ProcessCell>) -> *mut Header {
-        // `repr(C)`: the header is at the start of the cell.
-        Arc::into_raw(cell).cast::<Header>().cast_mut()
-    }
-
-    /// Takes back the strong count [`into_thin`](Self::into_thin) gave away.
-    ///
-    /// # Safety
-    /// `thin` came from `into_thin`, and its count is not taken back twice.
-    pub(crate) unsafe fn from_thin(thin: *mut Header) -> Arc<ProcessCell> {
-        // SAFETY: `thin` points to the header of a live cell (its strong count is
-        // still owned), so reading `to_fat` is sound, and `to_fat` rebuilds exactly
-        // the pointer `Arc::into_raw` returned (same address, the body's vtable).
-        unsafe { Arc::from_raw(((*thin).to_fat)(thin)) }
     }
 }
 
@@ -394,74 +378,6 @@ impl ProcessCell {
     }
 }
 
-/// An owned reference to a cell in one word (an `Arc<ProcessCell>` is two: the
-/// body's vtable rides along), for tables that hold a reference per process.
-pub(crate) struct ThinCell(std::ptr::NonNull<Header>);
-
-// SAFETY: a `ThinCell` is an `Arc<ProcessCell>` in another form, and that is `Send`
-// and `Sync` (the cell is `Sync`, its body `Send`).
-unsafe impl Send for ThinCell {}
-// SAFETY: as above.
-unsafe impl Sync for ThinCell {}
-
-impl ThinCell {
-    pub(crate) fn new(cell: Arc<ProcessCell>) -> Self {
-        let thin = ProcessCell::into_thin(cell);
-        Self(std::ptr::NonNull::new(thin).expect("an Arc's pointer is not null"))
-    }
-
-    /// Runs `f` on the cell as an `Arc` (to clone it, or to hand it on by reference)
-    /// without touching its count.
-    pub(crate) fn with<R>(&self, f: impl FnOnce(&Arc<ProcessCell>) -> R) -> R {
-        // SAFETY: `self` owns a count taken by `into_thin` (so the cell is alive
-        // while `self` is borrowed); the `Arc` rebuilt here is never dropped, so that
-        // count is not given back twice.
-        let cell = std::mem::ManuallyDrop::new(unsafe { ProcessCell::from_thin(self.0.as_ptr()) });
-        f(&cell)
-    }
-
-    /// The cell's header, borrowed for as long as `self` is.
-    pub(crate) fn header(&self) -> &Header {
-        // SAFETY: `self` owns a count of the cell, so the header it points to (at
-        // the cell's start, see `ProcessCell::into_thin`) is alive while `self` is
-        // borrowed; it is only ever shared.
-        unsafe { self.0.as_ref() }
-    }
-
-    pub(crate) fn into_arc(self) -> Arc<ProcessCell> {
-        let this = std::mem::ManuallyDrop::new(self);
-        // SAFETY: the count `new` took is given back once: `this` is never dropped.
-        unsafe { ProcessCell::from_thin(this.0.as_ptr()) }
-    }
-}
-
-impl Clone for ThinCell {
-    fn clone(&self) -> Self {
-        Self::new(self.with(Arc::clone))
-    }
-}
-
-impl Drop for ThinCell {
-    fn drop(&mut self) {
-        // SAFETY: gives back the count `new` took, once (`into_arc` skips this).
-        drop(unsafe { ProcessCell::from_thin(self.0.as_ptr()) });
-    }
-}
-
-/// A process travels through a LIFO slot as a pointer to its header.
-impl SlotTask for Arc<ProcessCell> {
-    type Target = Header;
-
-    fn into_raw(self) -> *mut Header {
-        ProcessCell::into_thin(self)
-    }
-
-    unsafe fn from_raw(raw: *mut Header) -> Self {
-        // SAFETY: forwarded from the caller: `raw` came from `into_raw`, once.
-        unsafe { ProcessCell::from_thin(raw) }
-    }
-}
-
 /// The `dyn` pointer to a cell whose body is a `P`, from the pointer to its header.
 fn fat_cell<P: Process>(header: *const Header) -> *const ProcessCell {
     header.cast::<ProcessCell<P>>() as *const ProcessCell
@@ -469,7 +385,7 @@ fn fat_cell<P: Process>(header: *const Header) -> *const ProcessCell {
 
 /// A process not spawned yet, already in the cell it will run in (so spawning it
 /// allocates nothing more), with its entry and input.
-pub(crate) struct NewProcess(Arc<ProcessCell>);
+pub(crate) struct NewProcess(CellRef);
 
 impl NewProcess {
     pub(crate) fn new<P: Process>(
@@ -492,7 +408,7 @@ impl NewProcess {
     }
 
     fn header_mut(&mut self) -> &mut Header {
-        &mut Arc::get_mut(&mut self.0)
+        &mut CellRef::get_mut(&mut self.0)
             .expect("an unspawned process's cell is not shared")
             .header
     }
@@ -511,7 +427,8 @@ impl NewProcess {
     /// The process itself, for the testing harness, which runs it outside any
     /// scheduler.
     pub(crate) fn process_mut(&mut self) -> &mut dyn Process {
-        let cell = Arc::get_mut(&mut self.0).expect("an unspawned process's cell is not shared");
+        let cell =
+            CellRef::get_mut(&mut self.0).expect("an unspawned process's cell is not shared");
         assert!(
             cell.header.steps.load(Ordering::Relaxed) & BODY_LIVE != 0,
             "the process was dropped"
@@ -530,8 +447,8 @@ impl NewProcess {
         handle: &Handle,
         pid: Pid,
         parent: Option<Pid>,
-        init: impl FnOnce(&Arc<ProcessCell>, &mut dyn Process, &str, Payloads) -> Result<(), E>,
-    ) -> Result<Arc<ProcessCell>, E> {
+        init: impl FnOnce(&CellRef, &mut dyn Process, &str, Payloads) -> Result<(), E>,
+    ) -> Result<CellRef, E> {
         let input = self.take_input();
         let header = self.header_mut();
         header.pid = pid;
@@ -897,6 +814,7 @@ impl Drop for Owned<'_> {
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
 
     /// Counts its drops in `drops`; `align(64)` so the body sits at another offset
     /// than a word-aligned one would.
@@ -938,14 +856,14 @@ mod tests {
     #[test]
     fn a_thin_pointer_gives_back_the_same_cell_with_its_body() {
         let (body, dropped) = counted();
-        let cell = ProcessCell::new(Pid::from_raw(9), None, "run", false, body);
-        let address = Arc::as_ptr(&cell).cast::<u8>();
-        let thin = ProcessCell::into_thin(cell);
-        assert_eq!(thin.cast::<u8>().cast_const(), address);
+        let cell = ProcessCell::ready(Pid::from_raw(9), None, "run", false, body);
+        let address = CellRef::as_ptr(&cell).cast::<u8>();
+        let thin = CellRef::into_thin(cell);
+        assert_eq!(thin.cast::<u8>().as_ptr().cast_const(), address);
         // SAFETY: `thin` came from `into_thin` just above, taken back once.
-        let cell = unsafe { ProcessCell::from_thin(thin) };
+        let cell = unsafe { CellRef::from_thin(thin) };
         assert_eq!(cell.pid(), Pid::from_raw(9));
-        assert_eq!(Arc::strong_count(&cell), 1);
+        assert_eq!(CellRef::count(&cell), 1);
         let mut owned = cell.start_running().expect("READY");
         let seen = owned.with_body(|body| {
             // The vtable is the body's: `Counted`'s alignment and size survive.
@@ -992,12 +910,57 @@ mod tests {
     #[test]
     fn a_cell_dropped_with_its_body_drops_the_body_once() {
         let (body, dropped) = counted();
-        let cell = ProcessCell::new(Pid::from_raw(1), None, "run", false, body);
+        let cell = ProcessCell::ready(Pid::from_raw(1), None, "run", false, body);
         let other = cell.clone();
+        assert_eq!(CellRef::count(&cell), 2);
         drop(cell);
         assert_eq!(drops(&dropped), 0, "another reference keeps it");
+        assert_eq!(CellRef::count(&other), 1);
         drop(other);
         assert_eq!(drops(&dropped), 1);
+    }
+
+    #[test]
+    fn a_dropped_cells_memory_is_reused_by_the_next_cell_of_its_type() {
+        let (body, _) = counted();
+        let cell = ProcessCell::ready(Pid::from_raw(1), None, "run", false, body);
+        let address = CellRef::as_ptr(&cell).cast::<u8>();
+        drop(cell);
+        let (body, _) = counted();
+        let next = ProcessCell::ready(Pid::from_raw(2), None, "run", false, body);
+        assert_eq!(CellRef::as_ptr(&next).cast::<u8>(), address);
+        assert_eq!(next.pid(), Pid::from_raw(2));
+    }
+
+    #[test]
+    fn a_panicking_body_drop_still_frees_the_cell() {
+        struct Bomb;
+        impl Drop for Bomb {
+            fn drop(&mut self) {
+                panic!("boom");
+            }
+        }
+        impl Process for Bomb {
+            fn init(&mut self, _: Context, _: &str, _: Payloads) -> Result<(), InitError> {
+                Ok(())
+            }
+            fn step(&mut self, _: Events<'_>, _: &mut StepOutput) -> Result<(), StepError> {
+                Ok(())
+            }
+        }
+        let cell = ProcessCell::ready(Pid::from_raw(1), None, "run", false, Bomb);
+        let address = CellRef::as_ptr(&cell).cast::<u8>();
+        let unwound = catch_unwind(AssertUnwindSafe(|| drop(cell)));
+        assert!(unwound.is_err(), "the body's panic comes out of the drop");
+        // The block went back to the recycler despite the panic.
+        let again = ProcessCell::ready(Pid::from_raw(2), None, "run", false, Bomb);
+        assert_eq!(CellRef::as_ptr(&again).cast::<u8>(), address);
+        let mut owned = again.start_running().expect("READY");
+        assert!(
+            owned.drop_body().is_err(),
+            "the second bomb goes off in a guarded drop"
+        );
+        owned.release();
     }
 
     #[test]

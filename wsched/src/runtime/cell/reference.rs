@@ -1,0 +1,232 @@
+//! Owning references to a cell: [`CellRef`] (two words, the body's vtable riding
+//! along) and [`ThinCell`] (one word, for tables that hold one per process).
+//!
+//! The count lives in the cell's header, not in an `Arc`'s allocation prefix, so
+//! that the last reference can hand the cell's memory to this thread's recycler
+//! (`recycle.rs`) instead of the global allocator, and so that the count is a field
+//! the loom models see like any other.
+//!
+//! The protocol is `Arc`'s: a clone adds one (Relaxed: the clone is made from a
+//! reference that already keeps the cell alive); a drop takes one away with Release,
+//! and the drop that takes the last one fences with Acquire before it destroys the
+//! cell, so every use of the cell through any other reference happens before the
+//! destruction.
+
+use std::alloc::Layout;
+use std::mem::ManuallyDrop;
+use std::ops::Deref;
+use std::ptr::{self, NonNull};
+
+use super::{recycle, Header, ProcessCell};
+use crate::process::Process;
+use crate::runtime::queue::lifo::SlotTask;
+use crate::sync::{fence, Ordering};
+
+/// A counted, shared reference to a process's cell, as `Arc<ProcessCell>` is.
+pub(crate) struct CellRef(NonNull<ProcessCell>);
+
+// SAFETY: a `CellRef` gives shared access to the cell from any thread and may drop
+// it on any thread, as an `Arc` does: sound because the cell is `Sync` and its body
+// `Send` (see the `Sync` impl of `ProcessCell`).
+unsafe impl Send for CellRef {}
+// SAFETY: as above.
+unsafe impl Sync for CellRef {}
+
+/// Counts above this abort the process, as `Arc`'s do: only leaked references
+/// (`mem::forget` in a loop) can get there, and a wrapped count would free a cell in use.
+const MAX_REFS: usize = isize::MAX as usize;
+
+impl CellRef {
+    /// Moves `cell` into memory of its own (recycled if this thread has some) and
+    /// returns its first reference. The header's count must be 1.
+    pub(super) fn new<P: Process>(cell: ProcessCell<P>) -> Self {
+        debug_assert_eq!(cell.header.refs.load(Ordering::Relaxed), 1);
+        let block = recycle::allocate(Layout::new::<ProcessCell<P>>()).cast::<ProcessCell<P>>();
+        // SAFETY: `block` is fresh memory for a `ProcessCell<P>` (its layout), which
+        // nothing else uses.
+        unsafe { block.as_ptr().write(cell) };
+        // The unsizing coercion: the body's vtable joins the pointer.
+        let fat: NonNull<ProcessCell> = block;
+        Self(fat)
+    }
+
+    /// The cell's address, for identity checks.
+    pub(crate) fn as_ptr(this: &Self) -> *const ProcessCell {
+        this.0.as_ptr()
+    }
+
+    /// Whether `a` and `b` are references to the same cell.
+    #[cfg(test)]
+    pub(crate) fn ptr_eq(a: &Self, b: &Self) -> bool {
+        ptr::addr_eq(a.0.as_ptr(), b.0.as_ptr())
+    }
+
+    /// How many references the cell has (a snapshot, for tests).
+    #[cfg(test)]
+    pub(crate) fn count(this: &Self) -> usize {
+        this.refs.load(Ordering::Relaxed)
+    }
+
+    /// The cell, mutably, if this is its only reference.
+    pub(crate) fn get_mut(this: &mut Self) -> Option<&mut ProcessCell> {
+        // Acquire: pairs with the Release of drops of other references, so their
+        // uses happen before ours.
+        if this.refs.load(Ordering::Acquire) == 1 {
+            // SAFETY: this is the only reference, and `&mut self` keeps it so.
+            Some(unsafe { this.0.as_mut() })
+        } else {
+            None
+        }
+    }
+
+    /// The reference as a thin pointer to the header, owning its count. Undone by
+    /// [`from_thin`](Self::from_thin).
+    pub(crate) fn into_thin(this: Self) -> NonNull<Header> {
+        // `repr(C)`: the header is at the start of the cell.
+        ManuallyDrop::new(this).0.cast::<Header>()
+    }
+
+    /// Takes back the count [`into_thin`](Self::into_thin) gave away.
+    ///
+    /// # Safety
+    /// `thin` came from `into_thin`, and its count is not taken back twice.
+    pub(crate) unsafe fn from_thin(thin: NonNull<Header>) -> Self {
+        // SAFETY: `thin` points to the header of a live cell (its count is still
+        // owned), so reading `to_fat` is sound, and `to_fat` rebuilds exactly the
+        // pointer `into_thin` was given (same address, the body's vtable).
+        let fat = unsafe { (thin.as_ref().to_fat)(thin.as_ptr()) };
+        // SAFETY: as above, not null.
+        Self(unsafe { NonNull::new_unchecked(fat.cast_mut()) })
+    }
+
+    /// Drops the cell and gives its memory back: the last reference is gone.
+    ///
+    /// # Safety
+    /// No other reference to the cell exists, and every use through earlier ones
+    /// happens before this call.
+    #[inline(never)]
+    unsafe fn destroy(cell: NonNull<ProcessCell>) {
+        /// Gives the memory back even if a drop in the cell (user data) panics:
+        /// the unwinding drops the other fields, then this.
+        struct Release(NonNull<u8>, Layout);
+        impl Drop for Release {
+            fn drop(&mut self) {
+                // SAFETY: the block came from `recycle::allocate` with this layout
+                // (in `new`), and the cell in it is dropped by now.
+                unsafe { recycle::release(self.0, self.1) };
+            }
+        }
+        // SAFETY: the cell is alive until the `drop_in_place` below.
+        let layout = Layout::for_value(unsafe { cell.as_ref() });
+        let _release = Release(cell.cast(), layout);
+        // SAFETY: per the contract, nothing else uses the cell; it is dropped once.
+        unsafe { ptr::drop_in_place(cell.as_ptr()) };
+    }
+}
+
+impl Deref for CellRef {
+    type Target = ProcessCell;
+
+    #[inline]
+    fn deref(&self) -> &ProcessCell {
+        // SAFETY: this reference keeps the cell alive.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+impl Clone for CellRef {
+    #[inline]
+    fn clone(&self) -> Self {
+        if self.refs.fetch_add(1, Ordering::Relaxed) > MAX_REFS {
+            std::process::abort();
+        }
+        Self(self.0)
+    }
+}
+
+impl Drop for CellRef {
+    #[inline]
+    fn drop(&mut self) {
+        if self.refs.fetch_sub(1, Ordering::Release) != 1 {
+            return;
+        }
+        // Pairs with the Release above of every other reference's drop.
+        fence(Ordering::Acquire);
+        // SAFETY: this was the last reference, and the fence orders every other
+        // reference's uses before this.
+        unsafe { Self::destroy(self.0) }
+    }
+}
+
+impl std::fmt::Debug for CellRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("CellRef").field(&self.pid()).finish()
+    }
+}
+
+/// An owned reference to a cell in one word (a [`CellRef`] is two: the body's
+/// vtable rides along), for tables that hold a reference per process.
+pub(crate) struct ThinCell(NonNull<Header>);
+
+// SAFETY: a `ThinCell` is a `CellRef` in another form, and that is `Send` and `Sync`.
+unsafe impl Send for ThinCell {}
+// SAFETY: as above.
+unsafe impl Sync for ThinCell {}
+
+impl ThinCell {
+    pub(crate) fn new(cell: CellRef) -> Self {
+        Self(CellRef::into_thin(cell))
+    }
+
+    /// Runs `f` on the cell as a `CellRef` (to clone it, or to hand it on by
+    /// reference) without touching its count.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&CellRef) -> R) -> R {
+        // SAFETY: `self` owns a count taken by `into_thin` (so the cell is alive
+        // while `self` is borrowed); the reference rebuilt here is never dropped, so
+        // that count is not given back twice.
+        let cell = ManuallyDrop::new(unsafe { CellRef::from_thin(self.0) });
+        f(&cell)
+    }
+
+    /// The cell's header, borrowed for as long as `self` is.
+    pub(crate) fn header(&self) -> &Header {
+        // SAFETY: `self` owns a count of the cell, so the header it points to (at
+        // the cell's start, see `CellRef::into_thin`) is alive while `self` is
+        // borrowed; it is only ever shared.
+        unsafe { self.0.as_ref() }
+    }
+
+    pub(crate) fn into_cell(self) -> CellRef {
+        let this = ManuallyDrop::new(self);
+        // SAFETY: the count `new` took is given back once: `this` is never dropped.
+        unsafe { CellRef::from_thin(this.0) }
+    }
+}
+
+impl Clone for ThinCell {
+    fn clone(&self) -> Self {
+        Self::new(self.with(CellRef::clone))
+    }
+}
+
+impl Drop for ThinCell {
+    fn drop(&mut self) {
+        // SAFETY: gives back the count `new` took, once (`into_cell` skips this).
+        drop(unsafe { CellRef::from_thin(self.0) });
+    }
+}
+
+/// A process travels through a LIFO slot as a pointer to its header.
+impl SlotTask for CellRef {
+    type Target = Header;
+
+    fn into_raw(self) -> *mut Header {
+        CellRef::into_thin(self).as_ptr()
+    }
+
+    unsafe fn from_raw(raw: *mut Header) -> Self {
+        // SAFETY: forwarded from the caller: `raw` came from `into_raw`, once (so it
+        // is not null).
+        unsafe { CellRef::from_thin(NonNull::new_unchecked(raw)) }
+    }
+}
