@@ -210,6 +210,7 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
         rng: FastRand::new(index as u64),
         strides: coprimes(shared.stealers.len()).into_boxed_slice(),
     }));
+    super::cell::keep_blocks_on_this_thread();
     CURRENT.with(|current| {
         *current.borrow_mut() = Some(Current {
             shared,

@@ -25,6 +25,7 @@ use crate::sync::{AtomicU64, AtomicUsize, Mutex, Ordering, UnsafeCell};
 mod recycle;
 mod reference;
 
+pub(crate) use recycle::keep_blocks_on_this_thread;
 pub(crate) use reference::{CellRef, ThinCell};
 
 /// Receives the answer to a claim of a process's result, exactly once. The two
@@ -922,6 +923,7 @@ mod tests {
 
     #[test]
     fn a_dropped_cells_memory_is_reused_by_the_next_cell_of_its_type() {
+        keep_blocks_on_this_thread();
         let (body, _) = counted();
         let cell = ProcessCell::ready(Pid::from_raw(1), None, "run", false, body);
         let address = CellRef::as_ptr(&cell).cast::<u8>();
@@ -934,6 +936,7 @@ mod tests {
 
     #[test]
     fn a_panicking_body_drop_still_frees_the_cell() {
+        keep_blocks_on_this_thread();
         struct Bomb;
         impl Drop for Bomb {
             fn drop(&mut self) {

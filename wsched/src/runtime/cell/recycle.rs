@@ -8,9 +8,13 @@
 //! memory. Here a thread that frees a cell keeps the block, by exact layout, and the
 //! next cell of that layout made on the thread reuses it, still in this core's cache.
 //!
-//! The cache is bounded ([`BINS`] layouts, [`BIN_CAPACITY`] blocks each: a few
-//! hundred KiB per thread at most) and given back to the allocator when the thread
-//! exits. A block freed on one thread and reused on another is fine: it is plain
+//! Only worker threads keep blocks ([`keep_blocks_on_this_thread`]): they are the
+//! ones that spawn and end processes at a high rate, and a user's thread that
+//! spawns a few processes should not hold memory for them until it exits (nor make
+//! the allocations of a spawn from outside depend on which thread freed the last
+//! cell). The cache is bounded ([`BINS`] layouts, [`BIN_CAPACITY`] blocks each: a
+//! few hundred KiB per worker at most) and given back to the allocator when the
+//! thread exits. A block freed on one thread and reused on another is fine: it is plain
 //! memory, handed over with the cell's last reference (whose drop synchronises with
 //! every earlier use, see `CellRef`'s `Drop`).
 //!
@@ -55,6 +59,13 @@ pub(super) unsafe fn release(block: NonNull<u8>, layout: Layout) {
 
 #[cfg(loom)]
 use loom::alloc::{alloc as global_alloc, dealloc as global_dealloc};
+/// Makes this thread keep the blocks of the cells it frees (worker threads call it
+/// when they start).
+pub(crate) fn keep_blocks_on_this_thread() {
+    #[cfg(not(loom))]
+    cache::enable();
+}
+
 #[cfg(not(loom))]
 use std::alloc::{alloc as global_alloc, dealloc as global_dealloc};
 
@@ -73,12 +84,15 @@ mod cache {
     }
 
     struct Cache {
+        /// Whether this thread keeps blocks at all (worker threads only).
+        enabled: bool,
         bins: [Bin; BINS],
     }
 
     thread_local! {
         static CACHE: RefCell<Cache> = const {
             RefCell::new(Cache {
+                enabled: false,
                 bins: [const {
                     Bin {
                         layout: None,
@@ -89,12 +103,27 @@ mod cache {
         };
     }
 
+    /// Turns keeping on, with room for every block it may keep allocated now, so
+    /// that freeing a cell never allocates.
+    pub(super) fn enable() {
+        CACHE.with(|cache| {
+            let mut cache = cache.borrow_mut();
+            cache.enabled = true;
+            for bin in &mut cache.bins {
+                bin.blocks.reserve_exact(BIN_CAPACITY);
+            }
+        });
+    }
+
     /// A kept block of `layout`, if this thread has one.
     #[inline]
     pub(super) fn take(layout: Layout) -> Option<NonNull<u8>> {
         CACHE
             .try_with(|cache| {
                 let mut cache = cache.try_borrow_mut().ok()?;
+                if !cache.enabled {
+                    return None;
+                }
                 cache
                     .bins
                     .iter_mut()
@@ -115,6 +144,9 @@ mod cache {
                 let Ok(mut cache) = cache.try_borrow_mut() else {
                     return Some(block);
                 };
+                if !cache.enabled {
+                    return Some(block);
+                }
                 let bins = &mut cache.bins;
                 let bin = match bins.iter().position(|bin| bin.layout == Some(layout)) {
                     Some(found) => &mut bins[found],
@@ -130,9 +162,7 @@ mod cache {
                 if bin.blocks.len() == BIN_CAPACITY {
                     return Some(block);
                 }
-                if bin.blocks.capacity() == 0 {
-                    bin.blocks.reserve_exact(BIN_CAPACITY);
-                }
+                // Within the capacity `enable` reserved: no allocation.
                 bin.blocks.push(block);
                 None
             })
@@ -171,7 +201,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_thread_that_is_not_a_worker_keeps_nothing() {
+        let layout = Layout::from_size_align(296, 8).unwrap();
+        let block = allocate(layout);
+        // SAFETY: allocated above with `layout`, unused, released once.
+        unsafe { release(block, layout) };
+        assert_eq!(cache::kept(layout), 0);
+    }
+
+    #[test]
     fn a_released_block_is_reused_by_the_next_allocation_of_its_layout() {
+        keep_blocks_on_this_thread();
         let layout = Layout::from_size_align(296, 8).unwrap();
         let other = Layout::from_size_align(304, 8).unwrap();
         let first = allocate(layout);
@@ -191,6 +231,7 @@ mod tests {
 
     #[test]
     fn the_cache_is_bounded_per_layout_and_in_layouts() {
+        keep_blocks_on_this_thread();
         let layouts: Vec<Layout> = (0..=BINS)
             .map(|i| Layout::from_size_align(1000 + 8 * i, 8).unwrap())
             .collect();
