@@ -67,6 +67,11 @@ const YIELD_ROUNDS: u32 = 2;
 pub(crate) const LIFO_STEAL_GRACE: u32 = 2_000;
 #[cfg(loom)]
 pub(crate) const LIFO_STEAL_GRACE: u32 = 1;
+/// How many spins of the grace period pass between two looks at the victim.
+#[cfg(not(loom))]
+const LIFO_WATCH_EVERY: u32 = 50;
+#[cfg(loom)]
+const LIFO_WATCH_EVERY: u32 = 1;
 
 /// The worker's private state, reachable from its thread-local so that processes
 /// woken or spawned on this thread go to this worker's queues.
@@ -403,8 +408,13 @@ fn steal_lifo(shared: &Shared, victim: usize) -> Option<Task> {
     }
     let steps = &shared.counters[victim].steps;
     let before = steps.get();
-    for _ in 0..LIFO_STEAL_GRACE {
-        spin_loop();
+    // The victim writes both lines watched here on every step: looking at them on
+    // every spin would pull them away from it once per spin and slow down the very
+    // steps being watched. Look once every `LIFO_WATCH_EVERY` spins instead.
+    for _ in 0..LIFO_STEAL_GRACE / LIFO_WATCH_EVERY {
+        for _ in 0..LIFO_WATCH_EVERY {
+            spin_loop();
+        }
         if steps.get() != before || !slot.is_occupied() {
             return None;
         }
