@@ -25,6 +25,26 @@
 //!
 //! At most half the workers search at once (at least one), so a burst of idle
 //! workers does not hammer every victim's queue at the same moment.
+//!
+//! # Watching LIFO slots
+//!
+//! A process a step wakes (or spawns) goes to its worker's LIFO slot, to run next
+//! on that worker as soon as the step ends. Waking another worker for it would
+//! cost a system call per wake-up in a ping-pong, and the woken worker would find
+//! nothing to do in the usual case, a short step. But a long step must not strand
+//! the process while every other worker sleeps. So a worker that goes to sleep
+//! while another worker's LIFO slot is occupied *watches*: it sleeps with a timeout
+//! (backing off from tens of microseconds to milliseconds while it finds nothing)
+//! and, woken by the timeout, searches like any idle worker, which takes a LIFO
+//! slot whose worker stayed in one step throughout a grace period (`worker.rs`).
+//! Filling an empty LIFO slot then wakes nobody if a worker watches, or searches,
+//! or every worker is awake ([`Idle::notify_lifo_filled`]); otherwise it wakes one
+//! as new work does. The handshake is Dekker's again: the filler writes the slot,
+//! fences and reads the counts; the sleeper registers, fences, reads the slots, and
+//! only then counts itself as a watcher. Either the sleeper sees the slot occupied
+//! (and watches), or the filler sees it asleep and not watching (and wakes it).
+
+use std::time::Duration;
 
 use crate::sync::{fence, AtomicUsize, Condvar, Mutex, Ordering};
 
@@ -43,6 +63,8 @@ fn unparked(word: usize) -> usize {
 pub(crate) struct Idle {
     workers: usize,
     state: AtomicUsize,
+    /// Sleepers that watch LIFO slots (parked with a timeout, see the module docs).
+    watchers: AtomicUsize,
     /// Indices of parked workers. Registration and the count update happen together
     /// under this lock, so a producer that sees a parked count also finds its sleeper.
     sleepers: Mutex<Vec<usize>>,
@@ -71,6 +93,7 @@ impl Idle {
         Self {
             workers,
             state: AtomicUsize::new(workers << UNPARKED_SHIFT),
+            watchers: AtomicUsize::new(0),
             sleepers: Mutex::new(Vec::with_capacity(workers)),
             parkers: (0..workers)
                 .map(|_| Parker {
@@ -102,6 +125,20 @@ impl Idle {
         };
         self.parkers[worker].unpark();
         true
+    }
+
+    /// Called by a step that filled its worker's empty LIFO slot. Wakes a parked
+    /// worker only if nobody would otherwise look at the slot while the step runs:
+    /// no worker watches, searches, or is awake (see the module docs).
+    pub(crate) fn notify_lifo_filled(&self) -> bool {
+        fence(Ordering::SeqCst);
+        if !self.should_wake(self.state.load(Ordering::SeqCst)) {
+            return false;
+        }
+        if self.watchers.load(Ordering::SeqCst) > 0 {
+            return false;
+        }
+        self.notify_one()
     }
 
     fn should_wake(&self, word: usize) -> bool {
@@ -169,6 +206,28 @@ impl Idle {
         self.parkers[index].park();
     }
 
+    /// Like [`park`](Self::park), for a registered worker that saw another worker's
+    /// LIFO slot occupied after registering: sleeps at most `timeout`, counted as a
+    /// watcher meanwhile. Returns true if a producer woke it (it is then searching,
+    /// as after `park`); false if it timed out, and is then awake and not searching.
+    pub(crate) fn park_watching(&self, index: usize, timeout: Duration) -> bool {
+        self.watchers.fetch_add(1, Ordering::SeqCst);
+        let woken = self.parkers[index].park_timeout(timeout);
+        self.watchers.fetch_sub(1, Ordering::SeqCst);
+        if woken {
+            return true;
+        }
+        match self.unregister(index) {
+            Unregister::Awake => false,
+            // A producer took it off the list as the timeout ran out: its wake-up
+            // is pending; consume it (this returns at once).
+            Unregister::AlreadyWoken => {
+                self.parkers[index].park();
+                true
+            }
+        }
+    }
+
     /// Wakes every worker (shutdown). Counts are no longer meaningful afterwards.
     pub(crate) fn unpark_all(&self) {
         for parker in self.parkers.iter() {
@@ -184,6 +243,21 @@ impl Parker {
             self.condvar.wait(&mut notified);
         }
         *notified = false;
+    }
+
+    /// Sleeps until woken or `timeout` passes; true if woken (the wake-up is then
+    /// consumed). Under loom, which cannot time out, it only looks whether it was
+    /// woken: a timeout may come at any moment, including at once, and the models
+    /// explore what follows it.
+    fn park_timeout(&self, timeout: Duration) -> bool {
+        let mut notified = self.notified.lock();
+        #[cfg(not(loom))]
+        if !*notified {
+            let _ = self.condvar.wait_for(&mut notified, timeout);
+        }
+        #[cfg(loom)]
+        let _ = timeout;
+        std::mem::replace(&mut *notified, false)
     }
 
     fn unpark(&self) {

@@ -14,11 +14,14 @@
 //! 6. stealing another worker's LIFO slot, but only from a worker that has been in
 //!    the same step for a grace period ([`LIFO_STEAL_GRACE`]): a short step is about
 //!    to end and its worker runs the woken process itself, cache-warm; a long step
-//!    must not strand it while this worker idles. Filling the slot from inside a step
-//!    wakes a parked worker (if nobody is searching) for that reason.
+//!    must not strand it while this worker idles.
 //!
 //! Finding nothing, the worker spins (rounds 1–3), yields its thread (4–15), then
-//! parks (16 on) through the handshake in `idle.rs`.
+//! parks (16 on) through the handshake in `idle.rs`. While another worker's LIFO slot
+//! is occupied it parks with a timeout instead, to come back and look (see
+//! "Watching LIFO slots" in `idle.rs`): filling an empty LIFO slot from inside a
+//! step then wakes nobody, where a wake-up per message cost a system call and kept
+//! a second core busy finding nothing in every ping-pong.
 //!
 //! A worker survives anything the code it runs does: user code runs under
 //! `catch_unwind`, user values are dropped with `drop_quietly`, and as a last line of
@@ -28,6 +31,7 @@
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
+use std::time::Duration;
 
 use super::cell::Owned;
 use super::idle::Unregister;
@@ -60,6 +64,13 @@ const YIELD_ROUNDS: u32 = 16;
 const SPIN_ROUNDS: u32 = 1;
 #[cfg(loom)]
 const YIELD_ROUNDS: u32 = 2;
+/// How long a worker that watches other workers' LIFO slots sleeps at first, and at
+/// most: it doubles the timeout each time it wakes to find nothing (Go's `sysmon`
+/// backs off from 20 µs to 10 ms the same way), and starts over once it runs a
+/// process. So a process stranded behind a long step waits at most a few
+/// milliseconds, and a busy scheduler's watcher wakes a few hundred times a second.
+const WATCH_FIRST: Duration = Duration::from_micros(50);
+const WATCH_MAX: Duration = Duration::from_millis(5);
 /// How long (in spin-loop hints, a few microseconds) a thief watches a victim's step
 /// counter before it may take the victim's LIFO slot: Go waits ~3 µs before taking a
 /// running P's `runnext`. Ping-pong steps take well under that.
@@ -85,6 +96,8 @@ struct Core {
     /// The strides that visit every victim once (computed once: searching runs
     /// often, and this was a fresh `Vec` per search).
     strides: Box<[usize]>,
+    /// The timeout of the next sleep spent watching LIFO slots (see `park`).
+    watch: Duration,
 }
 
 struct Current {
@@ -172,35 +185,54 @@ enum Placement {
 
 fn schedule(shared: &Shared, task: Task, placement: Placement) {
     let mut task = Some(task);
-    let pushed_local = with_core(shared, |core| {
+    let pushed = with_core(shared, |core| {
         let task = task.take().expect("taken once");
         match placement {
             Placement::Lifo | Placement::LifoAfterStep => {
                 if let Some(previous) = shared.lifo(core.index).put(task) {
                     core.local.push_back_or_overflow(previous, &shared.inject);
-                    return true;
+                    return Pushed::Deque;
                 }
-                placement == Placement::Lifo
+                if placement == Placement::Lifo {
+                    Pushed::LifoDuringStep
+                } else {
+                    Pushed::LifoAfterStep
+                }
             }
             Placement::Back => {
                 core.local.push_back_or_overflow(task, &shared.inject);
-                true
+                Pushed::Deque
             }
         }
     });
-    match (pushed_local, task) {
+    match (pushed, task) {
         // Work others may take was added: maybe wake one.
-        (Some(true), _) => {
+        (Some(Pushed::Deque), _) => {
             shared.idle.notify_one();
         }
+        // Only the LIFO slot changed, during a step that may run long: wake a worker
+        // only if none will look at the slot (see "Watching LIFO slots" in idle.rs).
+        (Some(Pushed::LifoDuringStep), _) => {
+            shared.idle.notify_lifo_filled();
+        }
         // Only the LIFO slot changed, at the end of a step: this worker runs it next.
-        (Some(false), _) => {}
+        (Some(Pushed::LifoAfterStep), _) => {}
         (None, Some(task)) => {
             shared.inject.push(task);
             shared.idle.notify_one();
         }
         (None, None) => unreachable!("the closure did not run, so it did not take the task"),
     }
+}
+
+/// Where `schedule` put a process.
+enum Pushed {
+    /// Into the deque (perhaps moving the LIFO slot's previous process there).
+    Deque,
+    /// Into the empty LIFO slot, from inside another process's step.
+    LifoDuringStep,
+    /// Into the empty LIFO slot, at the end of the step of the process itself.
+    LifoAfterStep,
 }
 
 /// The body of worker thread `index`.
@@ -214,6 +246,7 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
         searching: false,
         rng: FastRand::new(index as u64),
         strides: coprimes(shared.stealers.len()).into_boxed_slice(),
+        watch: WATCH_FIRST,
     }));
     super::cell::keep_blocks_on_this_thread();
     CURRENT.with(|current| {
@@ -232,6 +265,7 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
         match task {
             Some(task) => {
                 idle_rounds = 0;
+                core.borrow_mut().watch = WATCH_FIRST;
                 shared.counters[index].steps.add(1);
                 // `run_task` takes the task out only to requeue it (moving the
                 // reference count into the queue instead of cloning it); until then
@@ -252,9 +286,12 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
                     }
                 } else if idle_rounds < YIELD_ROUNDS {
                     thread::yield_now();
-                } else {
-                    park(shared, &core);
+                } else if park(shared, &core) == Parked::Woken {
                     idle_rounds = 0;
+                } else {
+                    // Back from watching: one search (which takes a stranded LIFO
+                    // process), and if it finds nothing, straight back to sleep.
+                    idle_rounds = YIELD_ROUNDS - 1;
                 }
             }
         }
@@ -390,11 +427,22 @@ impl Core {
         None
     }
 
+    /// Whether a queue holds work this worker could take now.
     fn has_work(&self, shared: &Shared) -> bool {
         self.local.has_tasks()
             || !shared.inject.is_empty()
             || shared.stealers.iter().any(|s| !s.is_empty())
-            || shared.lifos.iter().any(|slot| slot.is_occupied())
+            || shared.lifo(self.index).is_occupied()
+    }
+
+    /// Whether another worker's LIFO slot holds a process: not work to take now
+    /// (its worker runs it when its step ends), but one to watch while asleep.
+    fn lifo_to_watch(&self, shared: &Shared) -> bool {
+        shared
+            .lifos
+            .iter()
+            .enumerate()
+            .any(|(index, slot)| index != self.index && slot.is_occupied())
     }
 }
 
@@ -434,7 +482,16 @@ fn coprimes(n: usize) -> Vec<usize> {
     (1..=n).filter(|&i| gcd(i, n) == 1).collect()
 }
 
-fn park(shared: &Shared, core: &Rc<RefCell<Core>>) {
+/// How a worker came back from `park`.
+#[derive(PartialEq, Eq)]
+enum Parked {
+    /// Woken by a producer (or found work before sleeping).
+    Woken,
+    /// Its watch over LIFO slots timed out.
+    TimedOut,
+}
+
+fn park(shared: &Shared, core: &Rc<RefCell<Core>>) -> Parked {
     let (index, was_searching) = {
         let mut core = core.borrow_mut();
         let searching = core.searching;
@@ -445,18 +502,32 @@ fn park(shared: &Shared, core: &Rc<RefCell<Core>>) {
     // The re-check that makes the handshake safe (see idle.rs).
     if shared.is_terminated() || core.borrow().has_work(shared) {
         match shared.idle.unregister(index) {
-            Unregister::Awake => return,
+            Unregister::Awake => return Parked::Woken,
             Unregister::AlreadyWoken => {
                 shared.idle.park(index);
                 core.borrow_mut().searching = true;
-                return;
+                return Parked::Woken;
             }
         }
     }
     shared.counters[index].parks.add(1);
-    shared.idle.park(index);
+    // Read after registering (and its fence): see "Watching LIFO slots" in idle.rs.
+    let watch = core.borrow().lifo_to_watch(shared);
+    if watch {
+        let timeout = core.borrow().watch;
+        if !shared.idle.park_watching(index, timeout) {
+            // Timed out, awake, not searching: look around (a stranded process is
+            // taken by `steal_lifo`), and sleep longer next time if there is nothing.
+            let mut core = core.borrow_mut();
+            core.watch = (core.watch * 2).min(WATCH_MAX);
+            return Parked::TimedOut;
+        }
+    } else {
+        shared.idle.park(index);
+    }
     // The waker counted this worker as searching.
     core.borrow_mut().searching = true;
+    Parked::Woken
 }
 
 /// Steps one process and deals with the outcome.
