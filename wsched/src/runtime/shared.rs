@@ -212,16 +212,24 @@ impl Shared {
         payload: Payload,
     ) -> Result<(), SendError> {
         let mut message = Some(Message { from, payload });
-        let delivered = self.registry.with(to, |cell| {
-            let event = Event::Message(message.take().expect("taken once"));
-            self.deliver(cell, event)
-        });
+        // Small answers only: the message stays in `message` unless delivered.
+        let delivered = self
+            .registry
+            .with(to, |cell| match cell.push_message(&mut message) {
+                Some(woke) => {
+                    if woke {
+                        worker::schedule_woken(self, cell.clone());
+                    }
+                    true
+                }
+                None => false,
+            });
         match delivered {
-            Some(Ok(())) => Ok(()),
-            Some(Err(Event::Message(message))) => {
-                Err(SendError::new(to, SendErrorKind::Finished, message.payload))
+            Some(true) => Ok(()),
+            Some(false) => {
+                let payload = message.take().expect("not delivered").payload;
+                Err(SendError::new(to, SendErrorKind::Finished, payload))
             }
-            Some(Err(_)) => unreachable!("the message is handed back"),
             None => {
                 let kind = if self.registry.issued(to) {
                     SendErrorKind::Finished
