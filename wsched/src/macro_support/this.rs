@@ -41,12 +41,14 @@
 //! ```
 
 use super::io;
+use crate::command::TimerRef;
 use crate::context::Context;
-use crate::error::{CancelError, SendError, SpawnError};
+use crate::error::{CancelError, SendError, SpawnError, TimedSendError};
 use crate::payload::IntoPayloads;
 use crate::pid::Pid;
 use crate::process::IntoProcess;
 use std::any::Any;
+use std::time::Duration;
 
 /// The process's [`Context`] (a cheap clone).
 ///
@@ -152,6 +154,46 @@ pub fn spawn_detached<P: IntoProcess>(
 ) -> Result<Pid, SpawnError> {
     io::with_context("wsched::this::context()", |ctx| {
         ctx.spawn_detached(process, method, input)
+    })
+}
+
+/// Sends `message` to `to`, as coming from this process, once `delay` has passed.
+/// See [`Handle::send_after`](crate::Handle::send_after); to wait for a moment within
+/// the process itself, yield [`Sleep`](crate::command::Sleep) instead.
+///
+/// # Errors
+/// As [`Handle::send_after`](crate::Handle::send_after).
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn send_after<T: Any + Send>(
+    to: Pid,
+    message: T,
+    delay: Duration,
+) -> Result<TimerRef, TimedSendError> {
+    io::with_context("wsched::this::context()", |ctx| {
+        ctx.send_after(to, message, delay)
+    })
+}
+
+/// Sends a clone of `message` to `to`, as coming from this process, every `period`
+/// until cancelled or `to` ends. See
+/// [`Handle::send_interval`](crate::Handle::send_interval).
+///
+/// # Errors
+/// As [`Handle::send_after`](crate::Handle::send_after).
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn send_interval<T: Any + Send + Clone>(
+    to: Pid,
+    message: T,
+    period: Duration,
+) -> Result<TimerRef, TimedSendError> {
+    io::with_context("wsched::this::context()", |ctx| {
+        ctx.send_interval(to, message, period)
     })
 }
 

@@ -17,10 +17,13 @@ use super::worker::{self, Caller};
 use super::{drop_all_quietly, drop_quietly};
 use crate::command::blocking::BlockingPool;
 use crate::command::handler::Handlers;
+use crate::command::timed::{self, Repeat};
 use crate::command::timer::Timers;
+use crate::command::TimerRef;
 use crate::context::{Backend, Context};
 use crate::error::{
     CancelError, JoinError, Phase, ProcessError, SendError, SendErrorKind, SpawnError,
+    TimedSendError,
 };
 use crate::payload::Payload;
 use crate::pid::Pid;
@@ -234,6 +237,16 @@ impl Shared {
         }
     }
 
+    /// The cell of `pid` if its process is live (not done), or why it is not.
+    pub(crate) fn live_cell(&self, pid: Pid) -> Result<CellRef, SendErrorKind> {
+        match self.registry.get(pid) {
+            Some(cell) if !cell.is_done() => Ok(cell),
+            Some(_) => Err(SendErrorKind::Finished),
+            None if self.registry.issued(pid) => Err(SendErrorKind::Finished),
+            None => Err(SendErrorKind::NoSuchProcess),
+        }
+    }
+
     pub(crate) fn cancel(&self, pid: Pid) -> Result<(), CancelError> {
         let delivered = self
             .registry
@@ -425,6 +438,7 @@ impl Shared {
             live: self.live(),
             global_queue: self.inject.len(),
             pending_timers: self.timers.pending(),
+            undelivered_timed_messages: self.timers.undelivered(),
             blocking_threads: self.blocking.threads(),
         }
     }
@@ -530,5 +544,15 @@ impl Backend for Header {
 
     fn cancel(&self, _from: Option<Pid>, pid: Pid) -> Result<(), CancelError> {
         self.handle().shared().cancel(pid)
+    }
+
+    fn send_timed(
+        &self,
+        from: Option<Pid>,
+        to: Pid,
+        delay: Duration,
+        repeat: Repeat,
+    ) -> Result<TimerRef, TimedSendError> {
+        timed::arm(self.handle(), from, to, delay, repeat)
     }
 }
