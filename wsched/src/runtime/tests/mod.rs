@@ -19,6 +19,8 @@ mod loom_scheduler;
 #[cfg(loom)]
 mod loom_state;
 #[cfg(loom)]
+mod loom_timed;
+#[cfg(loom)]
 mod loom_timers;
 #[cfg(not(loom))]
 mod timers_stress;
