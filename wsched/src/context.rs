@@ -7,14 +7,16 @@ use std::time::Duration;
 
 use crate::command::timed::Repeat;
 use crate::command::TimerRef;
-use crate::error::{CancelError, SendError, SpawnError, TimedSendError};
+use crate::error::{
+    CancelError, RegisterError, SendError, SendNamedError, SpawnError, TimedSendError,
+};
 use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
 use crate::process::IntoProcess;
 use crate::runtime::cell::{CellRef, NewProcess, ThinCell};
 
 /// Handed to [`Process::init`](crate::Process::init): the process's own PID and a way to send messages,
-/// spawn processes and arm timed messages on the scheduler (or the
+/// spawn processes, register names and arm timed messages on the scheduler (or the
 /// [`testing`](crate::testing) harness) that runs it. Cheap to clone; keep it for
 /// later steps. Each method works as the [`Handle`](crate::Handle) method of the same
 /// name, with this process as the sender.
@@ -128,8 +130,43 @@ impl Context {
     }
 }
 
-/// Timed messages.
+/// Names and timed messages.
 impl Context {
+    /// Registers `pid` (often [`pid`](Self::pid), this process) under `name`. See
+    /// [`Handle::register`](crate::Handle::register) for the rules; the name is freed
+    /// when `pid` ends.
+    ///
+    /// A process cannot register itself from its `init`: it is not live until its
+    /// first step.
+    ///
+    /// # Errors
+    /// [`RegisterError::Taken`] when another live process holds the name,
+    /// [`RegisterError::NotAlive`] when `pid` does not exist or has finished.
+    pub fn register(&self, name: &str, pid: Pid) -> Result<(), RegisterError> {
+        self.backend().register(name, pid)
+    }
+
+    /// Frees `name`. Returns the live process that held it (`None`: nobody did).
+    pub fn unregister(&self, name: &str) -> Option<Pid> {
+        self.backend().unregister(name)
+    }
+
+    /// The live process registered under `name`.
+    pub fn whereis(&self, name: &str) -> Option<Pid> {
+        self.backend().whereis(name)
+    }
+
+    /// Sends `message` to the process registered under `name`, as coming from this
+    /// process.
+    ///
+    /// # Errors
+    /// [`SendNamedError`] when no live process holds the name, or its holder finished
+    /// before the message reached it; the error gives the message back.
+    pub fn send_named<T: Any + Send>(&self, name: &str, message: T) -> Result<(), SendNamedError> {
+        self.backend()
+            .send_named(Some(self.pid()), name, Payload::new(message))
+    }
+
     /// Sends `message` to `to`, as coming from this process, once `delay` has passed.
     /// See [`Handle::send_after`](crate::Handle::send_after).
     ///
@@ -196,6 +233,19 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn send(&self, from: Option<Pid>, to: Pid, payload: Payload) -> Result<(), SendError>;
 
     fn cancel(&self, from: Option<Pid>, pid: Pid) -> Result<(), CancelError>;
+
+    fn register(&self, name: &str, pid: Pid) -> Result<(), RegisterError>;
+
+    fn unregister(&self, name: &str) -> Option<Pid>;
+
+    fn whereis(&self, name: &str) -> Option<Pid>;
+
+    fn send_named(
+        &self,
+        from: Option<Pid>,
+        name: &str,
+        payload: Payload,
+    ) -> Result<(), SendNamedError>;
 
     /// Arms a timed message from `from` to `to`, first due after `delay`.
     fn send_timed(

@@ -369,6 +369,144 @@ impl fmt::Display for CancelError {
 
 impl Error for CancelError {}
 
+/// A process could not be registered under a name.
+///
+/// ```
+/// use wsched::{Pid, RegisterError};
+///
+/// let taken = RegisterError::Taken { name: "db".to_owned(), holder: Pid::from_raw(3) };
+/// assert_eq!(
+///     taken.to_string(),
+///     "cannot register the name `db`: <3> holds it (unregister it first, or wait for <3> to end)"
+/// );
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RegisterError {
+    /// Another process holds the name, and has not ended.
+    Taken {
+        /// The name.
+        name: String,
+        /// The process that holds it.
+        holder: Pid,
+    },
+    /// The process to register does not exist or has finished, so it cannot hold a
+    /// name.
+    NotAlive {
+        /// The name.
+        name: String,
+        /// The process that was to hold it.
+        pid: Pid,
+        /// Whether it never existed or has finished.
+        kind: SendErrorKind,
+    },
+}
+
+impl RegisterError {
+    /// The name that could not be registered.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Taken { name, .. } | Self::NotAlive { name, .. } => name,
+        }
+    }
+}
+
+impl fmt::Display for RegisterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Taken { name, holder } => write!(
+                f,
+                "cannot register the name `{name}`: {holder} holds it (unregister it first, \
+                 or wait for {holder} to end)"
+            ),
+            Self::NotAlive { name, pid, kind } => {
+                write!(f, "cannot register {pid} as `{name}`: {}", why(*kind))
+            }
+        }
+    }
+}
+
+impl Error for RegisterError {}
+
+/// Why a message sent to a name was not delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SendNamedErrorKind {
+    /// No live process holds the name.
+    NotRegistered,
+    /// The process that held the name finished before the message reached it.
+    HolderFinished(Pid),
+}
+
+/// A message sent to a name was not delivered; the message is handed back.
+pub struct SendNamedError {
+    name: String,
+    kind: SendNamedErrorKind,
+    payload: Returned,
+}
+
+impl SendNamedError {
+    pub(crate) fn new(name: &str, kind: SendNamedErrorKind, payload: Payload) -> Self {
+        Self {
+            name: name.to_owned(),
+            kind,
+            payload: Returned::new(payload),
+        }
+    }
+
+    /// The name the message was for.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Why it was not delivered.
+    pub fn kind(&self) -> SendNamedErrorKind {
+        self.kind
+    }
+
+    /// The type name of the undelivered message.
+    pub fn message_type(&self) -> &'static str {
+        self.payload.type_name()
+    }
+
+    /// Takes back the undelivered message.
+    pub fn into_payload(self) -> Payload {
+        self.payload.into_payload()
+    }
+}
+
+impl fmt::Debug for SendNamedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SendNamedError")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("message_type", &self.payload.type_name())
+            .finish()
+    }
+}
+
+impl fmt::Display for SendNamedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "cannot send a `{}` to the name `{}`: ",
+            self.payload.type_name(),
+            self.name
+        )?;
+        match self.kind {
+            SendNamedErrorKind::NotRegistered => {
+                f.write_str("no live process is registered under it")?;
+            }
+            SendNamedErrorKind::HolderFinished(pid) => {
+                write!(f, "its holder {pid} finished before the message reached it")?;
+            }
+        }
+        f.write_str(" (the message is returned in this error)")
+    }
+}
+
+impl Error for SendNamedError {}
+
 /// Why a timed message could not be armed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]

@@ -43,8 +43,9 @@ pub use wsched_macros::process;
 pub use command::{Command, TimerRef};
 pub use context::Context;
 pub use error::{
-    BoxError, BuildError, CancelError, InitError, JoinError, Phase, ProcessError, SendError,
-    SendErrorKind, SpawnError, StepError, TimedSendError, TimedSendErrorKind, YieldError,
+    BoxError, BuildError, CancelError, InitError, JoinError, Phase, ProcessError, RegisterError,
+    SendError, SendErrorKind, SendNamedError, SendNamedErrorKind, SpawnError, StepError,
+    TimedSendError, TimedSendErrorKind, YieldError,
 };
 pub use payload::{IntoPayloads, Payload, PayloadTypeError, Payloads};
 pub use pid::Pid;

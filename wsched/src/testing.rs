@@ -18,7 +18,11 @@
 //! Timed messages never fire by themselves: a test fires one with
 //! [`TimedSent::fire`] (which also tells whether the process cancelled it) and hands
 //! the message to the process like any other — on the scheduler, a timed message
-//! arriving is an ordinary message.
+//! arriving is an ordinary message. Names work as on the scheduler, in a table that
+//! the process under test and the processes it spawns share: a process registers,
+//! looks up and sends to names through its context, a test registers the names of
+//! processes it plays ([`TestProcess::register`]) and checks what is registered
+//! ([`TestProcess::whereis`]), and a process's names are freed when it ends.
 //!
 //! Panics inside the process are caught and reported as
 //! [`ProcessError::Panicked`]; a step that fails ends the process as on the scheduler,
@@ -62,6 +66,7 @@
 //! ```
 
 use std::any::Any;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -74,8 +79,8 @@ use crate::command::timed::{Repeat, TimedState};
 use crate::command::{Command, Spawn, TimerRef};
 use crate::context::{Backend, Context};
 use crate::error::{
-    CancelError, InitError, Phase, ProcessError, SendError, SpawnError, StepError, TimedSendError,
-    YieldError,
+    CancelError, InitError, Phase, ProcessError, RegisterError, SendError, SendErrorKind,
+    SendNamedError, SendNamedErrorKind, SpawnError, StepError, TimedSendError, YieldError,
 };
 use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
@@ -263,6 +268,10 @@ struct Recorder {
     /// Cancel requests made through a context: (by, target).
     cancels: Mutex<Vec<(Pid, Pid)>>,
     timed: Mutex<Vec<TimedSent>>,
+    /// The family's names, and the processes of the family that ended (which can
+    /// hold none).
+    names: Mutex<HashMap<String, Pid>>,
+    ended: Mutex<HashSet<Pid>>,
 }
 
 impl Recorder {
@@ -274,6 +283,8 @@ impl Recorder {
             spawned: Mutex::new(Vec::new()),
             cancels: Mutex::new(Vec::new()),
             timed: Mutex::new(Vec::new()),
+            names: Mutex::new(HashMap::new()),
+            ended: Mutex::new(HashSet::new()),
         })
     }
 
@@ -289,6 +300,12 @@ impl Recorder {
 
     fn context(&self, pid: Pid) -> Context {
         Context::new(pid, self.arc())
+    }
+
+    /// `pid` ended: it can no longer hold names.
+    fn end(&self, pid: Pid) {
+        self.ended.lock().insert(pid);
+        self.names.lock().retain(|_, holder| *holder != pid);
     }
 }
 
@@ -317,6 +334,59 @@ impl Backend for Recorder {
         let by = from.expect("contexts always carry their process's PID");
         self.cancels.lock().push((by, pid));
         Ok(())
+    }
+
+    /// As on the scheduler, except that every PID the family did not see end counts
+    /// as live (a test may register PIDs of processes it only plays).
+    fn register(&self, name: &str, pid: Pid) -> Result<(), RegisterError> {
+        if self.ended.lock().contains(&pid) {
+            return Err(RegisterError::NotAlive {
+                name: name.to_owned(),
+                pid,
+                kind: SendErrorKind::Finished,
+            });
+        }
+        let mut names = self.names.lock();
+        match names.get(name) {
+            Some(&holder) if holder != pid => Err(RegisterError::Taken {
+                name: name.to_owned(),
+                holder,
+            }),
+            _ => {
+                names.insert(name.to_owned(), pid);
+                Ok(())
+            }
+        }
+    }
+
+    fn unregister(&self, name: &str) -> Option<Pid> {
+        self.names.lock().remove(name)
+    }
+
+    fn whereis(&self, name: &str) -> Option<Pid> {
+        self.names.lock().get(name).copied()
+    }
+
+    fn send_named(
+        &self,
+        from: Option<Pid>,
+        name: &str,
+        payload: Payload,
+    ) -> Result<(), SendNamedError> {
+        match self.whereis(name) {
+            Some(to) => self.send(from, to, payload).map_err(|error| {
+                SendNamedError::new(
+                    name,
+                    SendNamedErrorKind::HolderFinished(to),
+                    error.into_payload(),
+                )
+            }),
+            None => Err(SendNamedError::new(
+                name,
+                SendNamedErrorKind::NotRegistered,
+                payload,
+            )),
+        }
     }
 
     fn send_timed(
@@ -711,6 +781,7 @@ impl TestProcess {
     fn close(&mut self) {
         if !self.closed {
             self.closed = true;
+            self.recorder.end(self.pid);
             let process = &mut self.process;
             if let Err(panic) = catch_unwind(AssertUnwindSafe(|| process.close())) {
                 if self.error.is_none() {
@@ -835,6 +906,26 @@ impl TestProcess {
             .partition(|t| t.from == Some(self.pid));
         *timed = others;
         mine
+    }
+
+    /// Registers `pid` under `name` in the names this process and its family see,
+    /// as if `pid` had registered itself: typically a process the test plays (a
+    /// server that the process under test finds or sends to by name). The rules are
+    /// the scheduler's (see [`Handle::register`](crate::Handle::register)), except
+    /// that any PID the family did not see end counts as live.
+    ///
+    /// # Errors
+    /// [`RegisterError::Taken`] when another process holds the name,
+    /// [`RegisterError::NotAlive`] when `pid` is a process of this family that ended.
+    pub fn register(&self, name: &str, pid: Pid) -> Result<(), RegisterError> {
+        self.recorder.register(name, pid)
+    }
+
+    /// The process registered under `name` in the names this process and its family
+    /// see (to check what the process registered, or that its names were freed when
+    /// it ended).
+    pub fn whereis(&self, name: &str) -> Option<Pid> {
+        self.recorder.whereis(name)
     }
 
     /// Takes the processes this process spawned through its context, in order.
