@@ -3,16 +3,23 @@
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
-use crate::error::{CancelError, SendError, SpawnError};
+use crate::command::timed::Repeat;
+use crate::command::TimerRef;
+use crate::error::{
+    CancelError, RegisterError, SendError, SendNamedError, SpawnError, TimedSendError,
+};
 use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
 use crate::process::IntoProcess;
 use crate::runtime::cell::{CellRef, NewProcess, ThinCell};
 
-/// Handed to [`Process::init`](crate::Process::init): the process's own PID and a way to send messages and
-/// spawn processes on the scheduler (or the [`testing`](crate::testing) harness) that
-/// runs it. Cheap to clone; keep it for later steps.
+/// Handed to [`Process::init`](crate::Process::init): the process's own PID and a way to send messages,
+/// spawn processes, register names and arm timed messages on the scheduler (or the
+/// [`testing`](crate::testing) harness) that runs it. Cheap to clone; keep it for
+/// later steps. Each method works as the [`Handle`](crate::Handle) method of the same
+/// name, with this process as the sender.
 ///
 /// Two words: a context lives in most processes' state. A process on a scheduler
 /// finds its PID, and the scheduler, through its own cell.
@@ -123,6 +130,77 @@ impl Context {
     }
 }
 
+/// Names and timed messages.
+impl Context {
+    /// Registers `pid` (often [`pid`](Self::pid), this process) under `name`. See
+    /// [`Handle::register`](crate::Handle::register) for the rules; the name is freed
+    /// when `pid` ends.
+    ///
+    /// A process cannot register itself from its `init`: it is not live until its
+    /// first step.
+    ///
+    /// # Errors
+    /// [`RegisterError::Taken`] when another live process holds the name,
+    /// [`RegisterError::NotAlive`] when `pid` does not exist or has finished.
+    pub fn register(&self, name: &str, pid: Pid) -> Result<(), RegisterError> {
+        self.backend().register(name, pid)
+    }
+
+    /// Frees `name`. Returns the live process that held it (`None`: nobody did).
+    pub fn unregister(&self, name: &str) -> Option<Pid> {
+        self.backend().unregister(name)
+    }
+
+    /// The live process registered under `name`.
+    pub fn whereis(&self, name: &str) -> Option<Pid> {
+        self.backend().whereis(name)
+    }
+
+    /// Sends `message` to the process registered under `name`, as coming from this
+    /// process.
+    ///
+    /// # Errors
+    /// [`SendNamedError`] when no live process holds the name, or its holder finished
+    /// before the message reached it; the error gives the message back.
+    pub fn send_named<T: Any + Send>(&self, name: &str, message: T) -> Result<(), SendNamedError> {
+        self.backend()
+            .send_named(Some(self.pid()), name, Payload::new(message))
+    }
+
+    /// Sends `message` to `to`, as coming from this process, once `delay` has passed.
+    /// See [`Handle::send_after`](crate::Handle::send_after).
+    ///
+    /// # Errors
+    /// As [`Handle::send_after`](crate::Handle::send_after).
+    pub fn send_after<T: Any + Send>(
+        &self,
+        to: Pid,
+        message: T,
+        delay: Duration,
+    ) -> Result<TimerRef, TimedSendError> {
+        self.backend()
+            .send_timed(Some(self.pid()), to, delay, Repeat::once(message))
+    }
+
+    /// Sends a clone of `message` to `to`, as coming from this process, every
+    /// `period` until cancelled or `to` ends. See
+    /// [`Handle::send_interval`](crate::Handle::send_interval).
+    ///
+    /// # Errors
+    /// As [`Handle::send_after`](crate::Handle::send_after).
+    pub fn send_interval<T: Any + Send + Clone>(
+        &self,
+        to: Pid,
+        message: T,
+        period: Duration,
+    ) -> Result<TimerRef, TimedSendError> {
+        let repeat = Repeat::every(message, period);
+        let delay = repeat.period().expect("an interval has a period");
+        self.backend()
+            .send_timed(Some(self.pid()), to, delay, repeat)
+    }
+}
+
 impl Context {
     fn spawn_new<P: IntoProcess>(
         &self,
@@ -155,6 +233,28 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn send(&self, from: Option<Pid>, to: Pid, payload: Payload) -> Result<(), SendError>;
 
     fn cancel(&self, from: Option<Pid>, pid: Pid) -> Result<(), CancelError>;
+
+    fn register(&self, name: &str, pid: Pid) -> Result<(), RegisterError>;
+
+    fn unregister(&self, name: &str) -> Option<Pid>;
+
+    fn whereis(&self, name: &str) -> Option<Pid>;
+
+    fn send_named(
+        &self,
+        from: Option<Pid>,
+        name: &str,
+        payload: Payload,
+    ) -> Result<(), SendNamedError>;
+
+    /// Arms a timed message from `from` to `to`, first due after `delay`.
+    fn send_timed(
+        &self,
+        from: Option<Pid>,
+        to: Pid,
+        delay: Duration,
+        repeat: Repeat,
+    ) -> Result<TimerRef, TimedSendError>;
 }
 
 #[cfg(all(test, not(loom)))]

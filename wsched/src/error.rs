@@ -266,6 +266,14 @@ pub enum SendErrorKind {
     Finished,
 }
 
+/// What a [`SendErrorKind`] means, for error messages.
+fn why(kind: SendErrorKind) -> &'static str {
+    match kind {
+        SendErrorKind::NoSuchProcess => "no such process",
+        SendErrorKind::Finished => "the process has finished",
+    }
+}
+
 /// A message could not be delivered; the message is handed back.
 ///
 /// `Send + Sync` like every error here, although the message need not be `Sync`: it
@@ -318,15 +326,12 @@ impl fmt::Debug for SendError {
 
 impl fmt::Display for SendError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let why = match self.kind {
-            SendErrorKind::NoSuchProcess => "no such process",
-            SendErrorKind::Finished => "the process has finished",
-        };
         write!(
             f,
-            "cannot send a `{}` to {}: {why} (the message is returned in this error)",
+            "cannot send a `{}` to {}: {} (the message is returned in this error)",
             self.payload.type_name(),
-            self.to
+            self.to,
+            why(self.kind)
         )
     }
 }
@@ -358,15 +363,257 @@ impl CancelError {
 
 impl fmt::Display for CancelError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let why = match self.kind {
-            SendErrorKind::NoSuchProcess => "no such process",
-            SendErrorKind::Finished => "the process has finished",
-        };
-        write!(f, "cannot cancel {}: {why}", self.pid)
+        write!(f, "cannot cancel {}: {}", self.pid, why(self.kind))
     }
 }
 
 impl Error for CancelError {}
+
+/// A process could not be registered under a name.
+///
+/// ```
+/// use wsched::{Pid, RegisterError};
+///
+/// let taken = RegisterError::Taken { name: "db".to_owned(), holder: Pid::from_raw(3) };
+/// assert_eq!(
+///     taken.to_string(),
+///     "cannot register the name `db`: <3> holds it (unregister it first, or wait for <3> to end)"
+/// );
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RegisterError {
+    /// Another process holds the name, and has not ended.
+    Taken {
+        /// The name.
+        name: String,
+        /// The process that holds it.
+        holder: Pid,
+    },
+    /// The process to register does not exist or has finished, so it cannot hold a
+    /// name.
+    NotAlive {
+        /// The name.
+        name: String,
+        /// The process that was to hold it.
+        pid: Pid,
+        /// Whether it never existed or has finished.
+        kind: SendErrorKind,
+    },
+}
+
+impl RegisterError {
+    /// The name that could not be registered.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Taken { name, .. } | Self::NotAlive { name, .. } => name,
+        }
+    }
+}
+
+impl fmt::Display for RegisterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Taken { name, holder } => write!(
+                f,
+                "cannot register the name `{name}`: {holder} holds it (unregister it first, \
+                 or wait for {holder} to end)"
+            ),
+            Self::NotAlive { name, pid, kind } => {
+                write!(f, "cannot register {pid} as `{name}`: {}", why(*kind))
+            }
+        }
+    }
+}
+
+impl Error for RegisterError {}
+
+/// Why a message sent to a name was not delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SendNamedErrorKind {
+    /// No live process holds the name.
+    NotRegistered,
+    /// The process that held the name finished before the message reached it.
+    HolderFinished(Pid),
+}
+
+/// A message sent to a name was not delivered; the message is handed back.
+pub struct SendNamedError {
+    name: String,
+    kind: SendNamedErrorKind,
+    payload: Returned,
+}
+
+impl SendNamedError {
+    pub(crate) fn new(name: &str, kind: SendNamedErrorKind, payload: Payload) -> Self {
+        Self {
+            name: name.to_owned(),
+            kind,
+            payload: Returned::new(payload),
+        }
+    }
+
+    /// The name the message was for.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Why it was not delivered.
+    pub fn kind(&self) -> SendNamedErrorKind {
+        self.kind
+    }
+
+    /// The type name of the undelivered message.
+    pub fn message_type(&self) -> &'static str {
+        self.payload.type_name()
+    }
+
+    /// Takes back the undelivered message.
+    pub fn into_payload(self) -> Payload {
+        self.payload.into_payload()
+    }
+}
+
+impl fmt::Debug for SendNamedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SendNamedError")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("message_type", &self.payload.type_name())
+            .finish()
+    }
+}
+
+impl fmt::Display for SendNamedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "cannot send a `{}` to the name `{}`: ",
+            self.payload.type_name(),
+            self.name
+        )?;
+        match self.kind {
+            SendNamedErrorKind::NotRegistered => {
+                f.write_str("no live process is registered under it")?;
+            }
+            SendNamedErrorKind::HolderFinished(pid) => {
+                write!(f, "its holder {pid} finished before the message reached it")?;
+            }
+        }
+        f.write_str(" (the message is returned in this error)")
+    }
+}
+
+impl Error for SendNamedError {}
+
+/// Why a timed message could not be armed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TimedSendErrorKind {
+    /// No process ever had the target's PID on this scheduler.
+    NoSuchProcess,
+    /// The target has finished (or is finishing).
+    Finished,
+    /// The scheduler's timer thread is not running and could not be started; the
+    /// next timed message (or `Sleep`) tries again. The OS error is the
+    /// [`source`](Error::source).
+    NoTimerThread,
+}
+
+/// A timed message ([`Handle::send_after`](crate::Handle::send_after),
+/// [`Handle::send_interval`](crate::Handle::send_interval)) could not be armed; the
+/// message is handed back.
+pub struct TimedSendError {
+    to: Pid,
+    kind: TimedSendErrorKind,
+    source: Option<std::io::Error>,
+    payload: Returned,
+}
+
+impl TimedSendError {
+    pub(crate) fn new(to: Pid, kind: SendErrorKind, payload: Payload) -> Self {
+        let kind = match kind {
+            SendErrorKind::NoSuchProcess => TimedSendErrorKind::NoSuchProcess,
+            SendErrorKind::Finished => TimedSendErrorKind::Finished,
+        };
+        Self {
+            to,
+            kind,
+            source: None,
+            payload: Returned::new(payload),
+        }
+    }
+
+    pub(crate) fn no_timer_thread(to: Pid, error: std::io::Error, payload: Payload) -> Self {
+        Self {
+            to,
+            kind: TimedSendErrorKind::NoTimerThread,
+            source: Some(error),
+            payload: Returned::new(payload),
+        }
+    }
+
+    /// The PID the message was for.
+    pub fn to(&self) -> Pid {
+        self.to
+    }
+
+    /// Why it was not armed.
+    pub fn kind(&self) -> TimedSendErrorKind {
+        self.kind
+    }
+
+    /// The type name of the message.
+    pub fn message_type(&self) -> &'static str {
+        self.payload.type_name()
+    }
+
+    /// Takes back the message (for an interval, the one it would have sent copies of).
+    pub fn into_payload(self) -> Payload {
+        self.payload.into_payload()
+    }
+}
+
+impl fmt::Debug for TimedSendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TimedSendError")
+            .field("to", &self.to)
+            .field("kind", &self.kind)
+            .field("source", &self.source)
+            .field("message_type", &self.payload.type_name())
+            .finish()
+    }
+}
+
+impl fmt::Display for TimedSendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "cannot send a `{}` to {} later: ",
+            self.payload.type_name(),
+            self.to
+        )?;
+        match (self.kind, &self.source) {
+            (TimedSendErrorKind::NoSuchProcess, _) => f.write_str("no such process")?,
+            (TimedSendErrorKind::Finished, _) => f.write_str("the process has finished")?,
+            (TimedSendErrorKind::NoTimerThread, source) => {
+                f.write_str("the timer thread could not be started")?;
+                if let Some(source) = source {
+                    write!(f, " ({source})")?;
+                }
+                f.write_str("; try again later")?;
+            }
+        }
+        f.write_str(" (the message is returned in this error)")
+    }
+}
+
+impl Error for TimedSendError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        self.source.as_ref().map(|e| e as &(dyn Error + 'static))
+    }
+}
 
 /// Waiting for (joining) a process's result failed.
 #[derive(Debug)]

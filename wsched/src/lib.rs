@@ -40,11 +40,12 @@ pub use __private::{prelude, this, RecvError};
 pub use process::IntoProcess;
 pub use wsched_macros::process;
 
-pub use command::Command;
+pub use command::{Command, TimerRef};
 pub use context::Context;
 pub use error::{
-    BoxError, BuildError, CancelError, InitError, JoinError, Phase, ProcessError, SendError,
-    SendErrorKind, SpawnError, StepError, YieldError,
+    BoxError, BuildError, CancelError, InitError, JoinError, Phase, ProcessError, RegisterError,
+    SendError, SendErrorKind, SendNamedError, SendNamedErrorKind, SpawnError, StepError,
+    TimedSendError, TimedSendErrorKind, YieldError,
 };
 pub use payload::{IntoPayloads, Payload, PayloadTypeError, Payloads};
 pub use pid::Pid;

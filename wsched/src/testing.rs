@@ -7,12 +7,22 @@
 //! is deterministic: the same calls give the same tags, yields and results.
 //!
 //! The [`Context`] the process gets records what it does to the world: messages it
-//! sends ([`TestProcess::take_sent`]) and processes it spawns
+//! sends ([`TestProcess::take_sent`]), processes it spawns
 //! ([`TestProcess::take_spawned`], which can be driven in turn with
-//! [`TestProcess::from_spawned`]). Sends always succeed; spawned processes are
+//! [`TestProcess::from_spawned`]) and timed messages it arms
+//! ([`TestProcess::take_timed`]). Sends always succeed; spawned processes are
 //! initialised (so a bad entry name or bad arguments fail the spawn as on the
 //! scheduler) but run only when a test steps them. PIDs are handed out from `<1>`, the
 //! process under test, in spawn order.
+//!
+//! Timed messages never fire by themselves: a test fires one with
+//! [`TimedSent::fire`] (which also tells whether the process cancelled it) and hands
+//! the message to the process like any other — on the scheduler, a timed message
+//! arriving is an ordinary message. Names work as on the scheduler, in a table that
+//! the process under test and the processes it spawns share: a process registers,
+//! looks up and sends to names through its context, a test registers the names of
+//! processes it plays ([`TestProcess::register`]) and checks what is registered
+//! ([`TestProcess::whereis`]), and a process's names are freed when it ends.
 //!
 //! Panics inside the process are caught and reported as
 //! [`ProcessError::Panicked`]; a step that fails ends the process as on the scheduler,
@@ -56,17 +66,21 @@
 //! ```
 
 use std::any::Any;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::command::{Command, Spawn};
+use crate::command::timed::{Repeat, TimedState};
+use crate::command::{Command, Spawn, TimerRef};
 use crate::context::{Backend, Context};
 use crate::error::{
-    CancelError, InitError, Phase, ProcessError, SendError, SpawnError, StepError, YieldError,
+    CancelError, InitError, Phase, ProcessError, RegisterError, SendError, SendErrorKind,
+    SendNamedError, SendNamedErrorKind, SpawnError, StepError, TimedSendError, YieldError,
 };
 use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
@@ -110,6 +124,95 @@ pub struct Sent {
     pub to: Pid,
     /// The message.
     pub payload: Payload,
+}
+
+/// A timed message a process armed through its [`Context`] (`send_after`,
+/// `send_interval`). Nothing fires it but [`fire`](Self::fire).
+///
+/// ```
+/// use std::time::Duration;
+/// use wsched::prelude::*;
+/// use wsched::testing::TestProcess;
+///
+/// struct Reminder;
+///
+/// #[process]
+/// impl Reminder {
+///     /// Asks to be reminded in a minute; finishes with the reminder, or early on
+///     /// "never mind", cancelling it.
+///     #[entry]
+///     fn run(&mut self) -> Result<String, BoxError> {
+///         let reminder = this::send_after(this::pid(), "remember!", Duration::from_secs(60))?;
+///         let said = recv!(&str)?;
+///         if said == "never mind" {
+///             reminder.cancel();
+///         }
+///         Ok(said.to_owned())
+///     }
+/// }
+///
+/// let mut t = TestProcess::start(Reminder, "run", ()).unwrap();
+/// let mut reminder = t.take_timed().remove(0);
+/// assert_eq!((reminder.to, reminder.delay), (t.pid(), Duration::from_secs(60)));
+/// let message = reminder.fire().expect("armed");
+/// t.send_from(reminder.from, message);
+/// assert_eq!(t.result::<String>(), "remember!");
+///
+/// let mut t = TestProcess::start(Reminder, "run", ()).unwrap();
+/// let mut reminder = t.take_timed().remove(0);
+/// t.send("never mind");
+/// assert!(reminder.is_cancelled());
+/// assert!(reminder.fire().is_none(), "a cancelled timer sends nothing");
+/// ```
+pub struct TimedSent {
+    /// The process that armed it.
+    pub from: Option<Pid>,
+    /// The process it sends to.
+    pub to: Pid,
+    /// How long after it was armed its (first) message falls due.
+    pub delay: Duration,
+    /// An interval's period (the delay between its messages); `None` for a
+    /// `send_after`.
+    pub period: Option<Duration>,
+    repeat: Repeat,
+    state: Arc<TimedState>,
+}
+
+impl TimedSent {
+    /// The message the timer sends when it falls due, as on the scheduler: a
+    /// `send_after`'s message once, a fresh clone of an interval's message each time.
+    /// `None` once the process cancelled the timer, or a `send_after` was fired
+    /// already (its [`TimerRef::cancel`] then returns `false`, as after a real
+    /// firing). Hand the message to its target with
+    /// [`TestProcess::send_from`]`(self.from, message)`.
+    pub fn fire(&mut self) -> Option<Payload> {
+        self.state.fire_by_hand(&mut self.repeat)
+    }
+
+    /// Whether the process cancelled it through its [`TimerRef`].
+    pub fn is_cancelled(&self) -> bool {
+        self.state.is_cancelled()
+    }
+
+    /// The type name of the message it sends.
+    pub fn message_type(&self) -> &'static str {
+        match &self.repeat {
+            Repeat::Once(message) | Repeat::Every { message, .. } => message.type_name(),
+        }
+    }
+}
+
+impl fmt::Debug for TimedSent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TimedSent")
+            .field("from", &self.from)
+            .field("to", &self.to)
+            .field("delay", &self.delay)
+            .field("period", &self.period)
+            .field("message_type", &self.message_type())
+            .field("cancelled", &self.is_cancelled())
+            .finish()
+    }
 }
 
 /// A process spawned through a [`Context`]: already initialised, not stepped yet.
@@ -164,6 +267,11 @@ struct Recorder {
     spawned: Mutex<Vec<SpawnRecord>>,
     /// Cancel requests made through a context: (by, target).
     cancels: Mutex<Vec<(Pid, Pid)>>,
+    timed: Mutex<Vec<TimedSent>>,
+    /// The family's names, and the processes of the family that ended (which can
+    /// hold none).
+    names: Mutex<HashMap<String, Pid>>,
+    ended: Mutex<HashSet<Pid>>,
 }
 
 impl Recorder {
@@ -174,6 +282,9 @@ impl Recorder {
             sent: Mutex::new(Vec::new()),
             spawned: Mutex::new(Vec::new()),
             cancels: Mutex::new(Vec::new()),
+            timed: Mutex::new(Vec::new()),
+            names: Mutex::new(HashMap::new()),
+            ended: Mutex::new(HashSet::new()),
         })
     }
 
@@ -189,6 +300,12 @@ impl Recorder {
 
     fn context(&self, pid: Pid) -> Context {
         Context::new(pid, self.arc())
+    }
+
+    /// `pid` ended: it can no longer hold names.
+    fn end(&self, pid: Pid) {
+        self.ended.lock().insert(pid);
+        self.names.lock().retain(|_, holder| *holder != pid);
     }
 }
 
@@ -217,6 +334,78 @@ impl Backend for Recorder {
         let by = from.expect("contexts always carry their process's PID");
         self.cancels.lock().push((by, pid));
         Ok(())
+    }
+
+    /// As on the scheduler, except that every PID the family did not see end counts
+    /// as live (a test may register PIDs of processes it only plays).
+    fn register(&self, name: &str, pid: Pid) -> Result<(), RegisterError> {
+        if self.ended.lock().contains(&pid) {
+            return Err(RegisterError::NotAlive {
+                name: name.to_owned(),
+                pid,
+                kind: SendErrorKind::Finished,
+            });
+        }
+        let mut names = self.names.lock();
+        match names.get(name) {
+            Some(&holder) if holder != pid => Err(RegisterError::Taken {
+                name: name.to_owned(),
+                holder,
+            }),
+            _ => {
+                names.insert(name.to_owned(), pid);
+                Ok(())
+            }
+        }
+    }
+
+    fn unregister(&self, name: &str) -> Option<Pid> {
+        self.names.lock().remove(name)
+    }
+
+    fn whereis(&self, name: &str) -> Option<Pid> {
+        self.names.lock().get(name).copied()
+    }
+
+    fn send_named(
+        &self,
+        from: Option<Pid>,
+        name: &str,
+        payload: Payload,
+    ) -> Result<(), SendNamedError> {
+        match self.whereis(name) {
+            Some(to) => self.send(from, to, payload).map_err(|error| {
+                SendNamedError::new(
+                    name,
+                    SendNamedErrorKind::HolderFinished(to),
+                    error.into_payload(),
+                )
+            }),
+            None => Err(SendNamedError::new(
+                name,
+                SendNamedErrorKind::NotRegistered,
+                payload,
+            )),
+        }
+    }
+
+    fn send_timed(
+        &self,
+        from: Option<Pid>,
+        to: Pid,
+        delay: Duration,
+        repeat: Repeat,
+    ) -> Result<TimerRef, TimedSendError> {
+        let state = TimedState::new();
+        self.timed.lock().push(TimedSent {
+            from,
+            to,
+            delay,
+            period: repeat.period(),
+            repeat,
+            state: state.clone(),
+        });
+        Ok(TimerRef::recorded(state))
     }
 }
 
@@ -592,6 +781,7 @@ impl TestProcess {
     fn close(&mut self) {
         if !self.closed {
             self.closed = true;
+            self.recorder.end(self.pid);
             let process = &mut self.process;
             if let Err(panic) = catch_unwind(AssertUnwindSafe(|| process.close())) {
                 if self.error.is_none() {
@@ -706,6 +896,36 @@ impl TestProcess {
             .partition(|(by, _)| *by == self.pid);
         *cancels = others;
         mine.into_iter().map(|(_, pid)| pid).collect()
+    }
+
+    /// Takes the timed messages this process armed through its context, in order.
+    pub fn take_timed(&mut self) -> Vec<TimedSent> {
+        let mut timed = self.recorder.timed.lock();
+        let (mine, others) = std::mem::take(&mut *timed)
+            .into_iter()
+            .partition(|t| t.from == Some(self.pid));
+        *timed = others;
+        mine
+    }
+
+    /// Registers `pid` under `name` in the names this process and its family see,
+    /// as if `pid` had registered itself: typically a process the test plays (a
+    /// server that the process under test finds or sends to by name). The rules are
+    /// the scheduler's (see [`Handle::register`](crate::Handle::register)), except
+    /// that any PID the family did not see end counts as live.
+    ///
+    /// # Errors
+    /// [`RegisterError::Taken`] when another process holds the name,
+    /// [`RegisterError::NotAlive`] when `pid` is a process of this family that ended.
+    pub fn register(&self, name: &str, pid: Pid) -> Result<(), RegisterError> {
+        self.recorder.register(name, pid)
+    }
+
+    /// The process registered under `name` in the names this process and its family
+    /// see (to check what the process registered, or that its names were freed when
+    /// it ended).
+    pub fn whereis(&self, name: &str) -> Option<Pid> {
+        self.recorder.whereis(name)
     }
 
     /// Takes the processes this process spawned through its context, in order.

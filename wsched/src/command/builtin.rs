@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::completer::Completer;
 use super::handler::{Placement, Registration};
+use super::timer::Timer;
 use crate::command::Command;
 use crate::error::JoinError;
 use crate::payload::{IntoPayloads, Payload};
@@ -94,7 +95,10 @@ pub(crate) fn registrations(timers: std::sync::Arc<super::timer::Timers>) -> Vec
         Registration::new(
             Placement::Worker,
             move |Sleep(duration), done: Completer<Sleep>| {
-                if let Err((raw, error)) = timers.arm(duration, done.into_raw()) {
+                if let Err((timer, error)) = timers.arm(duration, Timer::Wake(done.into_raw())) {
+                    let Timer::Wake(raw) = timer else {
+                        unreachable!("the timer armed is given back")
+                    };
                     Completer::<Sleep>::new(raw).fail(error);
                 }
             },

@@ -19,7 +19,8 @@
 //!   dropped completer with [`YieldError::Dropped`](crate::YieldError::Dropped).
 //!
 //! The scheduler handles three built-in commands itself: [`Sleep`], [`Spawn`] and
-//! [`Join`].
+//! [`Join`]. Its timer service also sends timed messages (`send_after`,
+//! `send_interval`, cancelled through a [`TimerRef`]).
 
 /// A typed request a process yields; a handler registered for its type performs it
 /// and completes the yield with an [`Output`](Command::Output).
@@ -44,9 +45,11 @@ pub(crate) mod blocking;
 mod builtin;
 mod completer;
 pub(crate) mod handler;
+pub(crate) mod timed;
 pub(crate) mod timer;
 
 pub(crate) use builtin::registrations as builtin_registrations;
 pub use builtin::{Join, Sleep, Spawn};
 pub(crate) use completer::dispatch_direct;
 pub use completer::Completer;
+pub use timed::TimerRef;

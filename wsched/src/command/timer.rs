@@ -1,5 +1,6 @@
-//! The timer service behind [`Sleep`](crate::command::Sleep): a two-level timing wheel
-//! whose timers can be cancelled in O(1), and one thread, started by the first timer.
+//! The timer service behind [`Sleep`](crate::command::Sleep) and timed messages
+//! (`send_after`, `send_interval`: see `timed.rs`): a two-level timing wheel whose
+//! timers can be cancelled in O(1), and one thread, started by the first timer.
 //!
 //! # The wheel
 //!
@@ -36,19 +37,22 @@
 //!
 //! The service finds timers by owner: each process's pending timers are linked in a
 //! list through their entries, newest first, whose head ([`TimerList`]) lives in the
-//! process's cell. Arming, firing and cancelling a timer touch only its entry, its
-//! neighbours and that cell — which firing touches anyway, to deliver the completion —
-//! so they stay O(1) with no hash lookup (a global (PID, tag) hash table, tried
-//! first, cost two cache misses per arm and per fire and made both 2–3 times
-//! slower). Withdrawing one yield walks the process's own pending timers, newest
-//! first: O(1) for a receive timeout (the newest), O(timers that process has pending)
-//! at worst; releasing them all when the process ends is O(released). The head also
-//! tells, without the lock, whether a process has timers at all, so processes that
-//! never sleep never take the lock for them. Everything else happens under the one
-//! lock.
+//! process's cell. (A timed message is an owner of its own: its list, holding its one
+//! pending timer, lives in the state it shares with its `TimerRef`, so cancelling it
+//! is the same O(1) unlink.) Arming, firing and cancelling a timer touch only its
+//! entry, its neighbours and that cell — which firing touches anyway, to deliver the
+//! completion — so they stay O(1) with no hash lookup (a global (PID, tag) hash
+//! table, tried first, cost two cache misses per arm and per fire and made both 2–3
+//! times slower). Withdrawing one yield walks the process's own pending timers,
+//! newest first: O(1) for a receive timeout (the newest), O(timers that process has
+//! pending) at worst; releasing them all when the process ends is O(released). The
+//! head also tells, without the lock, whether a process has timers at all, so
+//! processes that never sleep never take the lock for them. Everything else happens
+//! under the one lock.
 //!
-//! A pending timer costs its entry (80 bytes with a `Sleep`'s completer) and a 4-byte
-//! slot index. Storage grows to the peak of pending timers and is reused; once no
+//! A pending timer costs its entry (72 bytes: a [`Timer`], which is a `Sleep`'s
+//! completer or a boxed timed message, and the wheel's bookkeeping) and a 4-byte slot
+//! index. Storage grows to the peak of pending timers and is reused; once no
 //! timer is pending, storage grown by a burst is given back to the allocator.
 //!
 //! # The thread
@@ -70,6 +74,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::completer::RawCompleter;
+use super::timed::TimedMessage;
 use crate::payload::Payload;
 use crate::process::Tag;
 use crate::runtime::cell::CellRef;
@@ -104,28 +109,53 @@ pub(crate) trait TimerItem: Sized + Send + 'static {
     fn release(self);
 }
 
-impl TimerItem for RawCompleter {
+/// What the scheduler's timers carry.
+pub(crate) enum Timer {
+    /// A `Sleep` (or a receive timeout): firing completes the yield.
+    Wake(RawCompleter),
+    /// A timed message: firing sends it (see `timed.rs`). Boxed, so that a `Sleep`'s
+    /// entry does not grow to a message's size.
+    Message(Box<TimedMessage>),
+}
+
+impl TimerItem for Timer {
     type Scratch = Vec<CellRef>;
 
     fn owner(&self) -> &TimerList {
-        self.cell().timers()
+        match self {
+            Self::Wake(completer) => completer.cell().timers(),
+            Self::Message(message) => message.timers(),
+        }
     }
 
     fn tag(&self) -> Tag {
-        RawCompleter::tag(self)
+        match self {
+            Self::Wake(completer) => completer.tag(),
+            // Found by its own list, never by tag.
+            Self::Message(_) => Tag(0),
+        }
     }
 
     fn fire(due: &mut Vec<Self>, woken: &mut Vec<CellRef>) {
-        let Some(first) = due.first() else { return };
-        let handle = first.handle().clone();
-        for completer in due.drain(..) {
-            completer.deliver_deferred(Ok(Payload::unit()), woken);
+        for timer in due.drain(..) {
+            match timer {
+                Self::Wake(completer) => completer.deliver_deferred(Ok(Payload::unit()), woken),
+                // Sent at once (each wakes its target through the usual send path): a
+                // message's target is found by PID, not through a cell at hand.
+                Self::Message(message) => message.fire(),
+            }
         }
-        handle.shared().schedule_batch(woken);
+        if let Some(first) = woken.first() {
+            let handle = first.handle().clone();
+            handle.shared().schedule_batch(woken);
+        }
     }
 
     fn release(self) {
-        RawCompleter::release(self);
+        match self {
+            Self::Wake(completer) => completer.release(),
+            Self::Message(message) => message.release(),
+        }
     }
 }
 
@@ -143,11 +173,13 @@ impl TimerList {
         }
     }
 
-    /// Whether the process may have pending timers, read without the lock. Timers
-    /// are armed only by the `Sleep` handler on the worker that stepped the process,
-    /// before anything the process does next, so that worker — or any that later
-    /// steps or ends the process — sees every timer armed for it: `false` means none
-    /// is pending. (`true` may be stale: one may have fired since.)
+    /// Whether the process may have pending timers, read without the lock. A
+    /// process's timers are armed only by the `Sleep` handler on the worker that
+    /// stepped the process, before anything the process does next, so that worker —
+    /// or any that later steps or ends the process — sees every timer armed for it:
+    /// `false` means none is pending. (`true` may be stale: one may have fired since.)
+    /// Timed messages are not linked here but in lists of their own, which are
+    /// armed from any thread and always searched under the lock.
     pub(crate) fn may_have_pending(&self) -> bool {
         self.head.load(Ordering::Acquire) != NIL
     }
@@ -174,6 +206,32 @@ impl fmt::Display for ThreadStartError {
 impl std::error::Error for ThreadStartError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         Some(&self.0)
+    }
+}
+
+/// Why [`Timers::arm_at`] did not arm a timer; the timer comes back.
+pub(crate) enum Refused<T> {
+    /// The timer thread is not running and could not be started (the next timer
+    /// tries again).
+    NoThread(T, ThreadStartError),
+    /// The service has shut down: every process has ended.
+    ShutDown(T),
+}
+
+impl<T> Refused<T> {
+    /// The timer, and the error when it was refused for want of a thread.
+    pub(crate) fn into_parts(self) -> (T, Option<ThreadStartError>) {
+        match self {
+            Self::NoThread(item, error) => (item, Some(error)),
+            Self::ShutDown(item) => (item, None),
+        }
+    }
+}
+
+impl ThreadStartError {
+    /// The OS error.
+    pub(crate) fn into_io(self) -> std::io::Error {
+        self.0
     }
 }
 
@@ -680,11 +738,14 @@ struct State<T> {
 }
 
 /// The timer service: see the [module docs](self).
-pub(crate) struct Timers<T: TimerItem = RawCompleter> {
+pub(crate) struct Timers<T: TimerItem = Timer> {
     state: Mutex<State<T>>,
     condvar: Condvar,
     clock: Clock,
     thread_name: String,
+    /// Timed messages dropped undelivered (counted by `timed.rs`), for the metrics. A
+    /// plain std atomic even under loom: a statistic, not synchronisation.
+    undelivered: std::sync::atomic::AtomicU64,
 }
 
 /// Timers taken out under the lock, released after it: one needs no allocation.
@@ -738,6 +799,7 @@ impl<T: TimerItem> Timers<T> {
             condvar: Condvar::new(),
             clock,
             thread_name,
+            undelivered: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -758,12 +820,30 @@ impl<T: TimerItem> Timers<T> {
         duration: Duration,
         item: T,
     ) -> Result<(), (T, ThreadStartError)> {
-        let deadline = self.clock.now().checked_add(duration);
+        match self.arm_at(self.clock.now().checked_add(duration), item) {
+            Ok(()) => Ok(()),
+            Err(Refused::NoThread(item, error)) => Err((item, error)),
+            Err(Refused::ShutDown(item)) => {
+                item.release(); // its process has ended: nobody waits for it
+                Ok(())
+            }
+        }
+    }
+
+    /// Fires `item` at `deadline` (`None`: never; it waits, without a thread, until
+    /// it is cancelled).
+    ///
+    /// # Errors
+    /// Gives `item` back when the timer thread is not running and cannot be started,
+    /// or the service has shut down.
+    pub(crate) fn arm_at(
+        self: &Arc<Self>,
+        deadline: Option<Instant>,
+        item: T,
+    ) -> Result<(), Refused<T>> {
         let mut state = self.state.lock();
         if state.shutdown {
-            drop(state);
-            drop(item); // its process has ended: nobody waits for it
-            return Ok(());
+            return Err(Refused::ShutDown(item));
         }
         let tick = deadline.map(|deadline| state.wheel.tick_at_or_after(deadline));
         if tick.is_some() && state.thread.is_none() {
@@ -771,7 +851,7 @@ impl<T: TimerItem> Timers<T> {
             let spawned = (state.spawner)(self.thread_name.clone(), Box::new(move || runner.run()));
             match spawned {
                 Ok(handle) => state.thread = Some(handle),
-                Err(error) => return Err((item, ThreadStartError(error))),
+                Err(error) => return Err(Refused::NoThread(item, ThreadStartError(error))),
             }
         }
         let wake_earlier =
@@ -813,6 +893,23 @@ impl<T: TimerItem> Timers<T> {
     /// Timers armed and not yet fired, cancelled or released.
     pub(crate) fn pending(&self) -> usize {
         self.state.lock().wheel.len
+    }
+
+    /// The service's time, which deadlines passed to [`arm_at`](Self::arm_at) are
+    /// measured against.
+    pub(crate) fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    /// Counts a timed message dropped undelivered.
+    pub(crate) fn count_undelivered(&self) {
+        self.undelivered
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Timed messages dropped undelivered so far.
+    pub(crate) fn undelivered(&self) -> u64 {
+        self.undelivered.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether the timer thread has been started (and not yet stopped).
@@ -1246,6 +1343,15 @@ mod tests {
         assert!(timers.has_thread());
         timers.shutdown();
         assert_eq!(timers.pending(), 0);
+    }
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn a_pending_timer_entry_is_72_bytes() {
+        // A `Sleep`'s completer alone made it 64: the timed-message variant (one
+        // pointer) costs the `Option` its niche, which is 8 bytes more.
+        assert_eq!(std::mem::size_of::<RawCompleter>(), 32);
+        assert_eq!(std::mem::size_of::<Entry<Timer>>(), 72);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! [`yield_all!`](crate::yield_all) and [`recv!`](crate::recv), the [`this`](crate::this)
 //! module, and the types their results are made of.
 
-pub use crate::command::{Command, Join, Sleep, Spawn};
+pub use crate::command::{Command, Join, Sleep, Spawn, TimerRef};
 pub use crate::error::{BoxError, YieldError};
 pub use crate::payload::Payload;
 pub use crate::pid::Pid;

@@ -39,14 +39,61 @@
 //! parent.send_from(sent.from, sent.payload);
 //! assert_eq!(parent.result::<String>(), "hello from <2>");
 //! ```
+//!
+//! Names and timed messages work from entries too: a server that registers itself
+//! and ticks itself every second until it is told to stop.
+//!
+//! ```
+//! use std::time::Duration;
+//! use wsched::prelude::*;
+//!
+//! #[derive(Clone)]
+//! struct Tick;
+//!
+//! struct Server { ticks: u32 }
+//!
+//! #[process]
+//! impl Server {
+//!     #[entry]
+//!     fn serve(&mut self) -> Result<u32, BoxError> {
+//!         this::register("server", this::pid())?;
+//!         let ticking = this::send_interval(this::pid(), Tick, Duration::from_secs(1))?;
+//!         loop {
+//!             let message = recv!()?;
+//!             if message.payload.is::<Tick>() {
+//!                 self.ticks += 1;
+//!             } else {
+//!                 ticking.cancel();
+//!                 return Ok(self.ticks);
+//!             }
+//!         }
+//!     }
+//! }
+//!
+//! // Step by step: a timed message arriving is just a message.
+//! let mut server = wsched::testing::TestProcess::start(Server { ticks: 0 }, "serve", ()).unwrap();
+//! assert_eq!(server.whereis("server"), Some(server.pid()));
+//! let mut timer = server.take_timed().remove(0);
+//! assert_eq!(timer.period, Some(Duration::from_secs(1)));
+//! let tick = timer.fire().unwrap();
+//! server.send_from(timer.from, tick);
+//! server.send("stop");
+//! assert!(timer.is_cancelled());
+//! assert_eq!(server.result::<u32>(), 1);
+//! assert_eq!(server.whereis("server"), None, "freed when the server ended");
+//! ```
 
 use super::io;
+use crate::command::TimerRef;
 use crate::context::Context;
-use crate::error::{CancelError, SendError, SpawnError};
+use crate::error::{
+    CancelError, RegisterError, SendError, SendNamedError, SpawnError, TimedSendError,
+};
 use crate::payload::IntoPayloads;
 use crate::pid::Pid;
 use crate::process::IntoProcess;
 use std::any::Any;
+use std::time::Duration;
 
 /// The process's [`Context`] (a cheap clone).
 ///
@@ -152,6 +199,97 @@ pub fn spawn_detached<P: IntoProcess>(
 ) -> Result<Pid, SpawnError> {
     io::with_context("wsched::this::context()", |ctx| {
         ctx.spawn_detached(process, method, input)
+    })
+}
+
+/// Registers `pid` (often [`pid()`], this process) under `name`. See
+/// [`Handle::register`](crate::Handle::register) for the rules; the name is freed when
+/// `pid` ends.
+///
+/// # Errors
+/// [`RegisterError::Taken`] when another live process holds the name,
+/// [`RegisterError::NotAlive`] when `pid` does not exist or has finished.
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn register(name: &str, pid: Pid) -> Result<(), RegisterError> {
+    io::with_context("wsched::this::context()", |ctx| ctx.register(name, pid))
+}
+
+/// Frees `name`; returns the live process that held it. See
+/// [`Handle::unregister`](crate::Handle::unregister).
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn unregister(name: &str) -> Option<Pid> {
+    io::with_context("wsched::this::context()", |ctx| ctx.unregister(name))
+}
+
+/// The live process registered under `name`. See
+/// [`Handle::whereis`](crate::Handle::whereis).
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn whereis(name: &str) -> Option<Pid> {
+    io::with_context("wsched::this::context()", |ctx| ctx.whereis(name))
+}
+
+/// Sends `message` to the process registered under `name`, as coming from this
+/// process. See [`Handle::send_named`](crate::Handle::send_named).
+///
+/// # Errors
+/// [`SendNamedError`] when no live process holds the name, or its holder finished
+/// before the message reached it; it gives the message back.
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn send_named<T: Any + Send>(name: &str, message: T) -> Result<(), SendNamedError> {
+    io::with_context("wsched::this::context()", |ctx| {
+        ctx.send_named(name, message)
+    })
+}
+
+/// Sends `message` to `to`, as coming from this process, once `delay` has passed.
+/// See [`Handle::send_after`](crate::Handle::send_after); to wait for a moment within
+/// the process itself, yield [`Sleep`](crate::command::Sleep) instead.
+///
+/// # Errors
+/// As [`Handle::send_after`](crate::Handle::send_after).
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn send_after<T: Any + Send>(
+    to: Pid,
+    message: T,
+    delay: Duration,
+) -> Result<TimerRef, TimedSendError> {
+    io::with_context("wsched::this::context()", |ctx| {
+        ctx.send_after(to, message, delay)
+    })
+}
+
+/// Sends a clone of `message` to `to`, as coming from this process, every `period`
+/// until cancelled or `to` ends. See
+/// [`Handle::send_interval`](crate::Handle::send_interval).
+///
+/// # Errors
+/// As [`Handle::send_after`](crate::Handle::send_after).
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn send_interval<T: Any + Send + Clone>(
+    to: Pid,
+    message: T,
+    period: Duration,
+) -> Result<TimerRef, TimedSendError> {
+    io::with_context("wsched::this::context()", |ctx| {
+        ctx.send_interval(to, message, period)
     })
 }
 

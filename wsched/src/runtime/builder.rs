@@ -10,6 +10,8 @@ use super::shared::{Shared, SharedParts};
 use super::worker;
 use crate::command::blocking::BlockingPool;
 use crate::command::handler::{Handlers, Placement, Registration};
+#[cfg(test)]
+use crate::command::timer::Clock;
 use crate::command::timer::Timers;
 use crate::command::{builtin_registrations, Command, Completer};
 use crate::error::BuildError;
@@ -38,6 +40,9 @@ pub struct Builder {
     blocking_threads: usize,
     blocking_keep_alive: Duration,
     registrations: Vec<Registration>,
+    /// The timer service's clock (the system's unless a test says otherwise).
+    #[cfg(test)]
+    timer_clock: Option<Clock>,
 }
 
 impl Builder {
@@ -49,7 +54,17 @@ impl Builder {
             blocking_threads: 64,
             blocking_keep_alive: Duration::from_secs(10),
             registrations: Vec::new(),
+            #[cfg(test)]
+            timer_clock: None,
         }
+    }
+
+    /// Runs the timer service on `clock` (the loom models' stepping clock).
+    #[cfg(test)]
+    #[cfg_attr(not(loom), allow(dead_code))]
+    pub(crate) fn timer_clock(mut self, clock: Clock) -> Self {
+        self.timer_clock = Some(clock);
+        self
     }
 
     /// The number of worker threads (default: `std::thread::available_parallelism`).
@@ -61,7 +76,8 @@ impl Builder {
 
     /// The prefix of thread names: workers are `{prefix}-worker-{i}`, blocking
     /// threads `{prefix}-blocking`, the timer thread (started by the first
-    /// [`Sleep`](crate::command::Sleep)) `{prefix}-timer` (default `wsched`).
+    /// [`Sleep`](crate::command::Sleep) or timed message) `{prefix}-timer` (default
+    /// `wsched`).
     pub fn thread_name(mut self, prefix: impl Into<String>) -> Self {
         self.thread_name = prefix.into();
         self
@@ -133,7 +149,14 @@ impl Builder {
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
         // Its thread starts with the first timer.
-        let timers = <Timers>::new(format!("{}-timer", self.thread_name));
+        let timer_name = format!("{}-timer", self.thread_name);
+        #[cfg(test)]
+        let timers = match self.timer_clock {
+            Some(clock) => <Timers>::with_clock(timer_name, clock),
+            None => <Timers>::new(timer_name),
+        };
+        #[cfg(not(test))]
+        let timers = <Timers>::new(timer_name);
         let mut registrations = builtin_registrations(timers.clone());
         registrations.extend(self.registrations);
         let handlers = Handlers::new(registrations)?;

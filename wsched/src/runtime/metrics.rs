@@ -154,10 +154,19 @@ pub struct Metrics {
     pub live: usize,
     /// Items waiting in the global queue.
     pub global_queue: usize,
-    /// [`Sleep`](crate::command::Sleep) timers armed and not yet fired or cancelled
-    /// (a timer is cancelled when its process ends or withdraws the yield), including
-    /// those whose deadline never comes.
+    /// Timers armed and not yet fired or cancelled, including those whose deadline
+    /// never comes: [`Sleep`](crate::command::Sleep)s (cancelled when their process
+    /// ends or withdraws the yield) and timed messages
+    /// ([`Handle::send_after`](crate::Handle::send_after),
+    /// [`Handle::send_interval`](crate::Handle::send_interval); cancelled through
+    /// their [`TimerRef`](crate::TimerRef)).
     pub pending_timers: usize,
+    /// Timed messages dropped undelivered, though nobody cancelled them: messages
+    /// that fell due after their target had ended (an interval counts the one that
+    /// found its target gone, and stops), and those still pending when the scheduler
+    /// shut down (their targets had all ended). Messages still unread in a mailbox
+    /// when its process ends are not counted here.
+    pub undelivered_timed_messages: u64,
     /// Threads of the blocking pool alive right now (idle ones retire after the
     /// keep-alive).
     pub blocking_threads: usize,

@@ -8,6 +8,7 @@
 //! | `cell.rs` | one process, in one allocation: its body, mailbox and result slot |
 //! | `state.rs` | the process state machine (one atomic word) |
 //! | `registry.rs` | the PID table (a slab indexed by PID) |
+//! | `names.rs` | the name table: processes registered under names |
 //! | `queue/` | the per-worker deque, the LIFO slot and the global injection queue |
 //! | `idle.rs` | spinning, parking and waking workers |
 //! | `live.rs` | the live-process count, per worker, that shutdown waits on |
@@ -23,6 +24,7 @@ pub(crate) mod cell;
 mod idle;
 mod live;
 mod metrics;
+mod names;
 mod registry;
 mod scheduler;
 pub(crate) mod shared;

@@ -11,7 +11,12 @@ use super::builder::Builder;
 use super::cell::NewProcess;
 use super::metrics::{Metrics, ProcessInfo};
 use super::shared::Shared;
-use crate::error::{BuildError, CancelError, JoinError, SendError, SpawnError};
+use crate::command::timed::{self, Repeat};
+use crate::command::TimerRef;
+use crate::error::{
+    BuildError, CancelError, JoinError, RegisterError, SendError, SendNamedError, SpawnError,
+    TimedSendError,
+};
 use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
 use crate::process::IntoProcess;
@@ -164,6 +169,58 @@ impl Scheduler {
     /// As [`Handle::wait_timeout`].
     pub fn wait_timeout(&self, pid: Pid, timeout: Duration) -> Result<Payload, JoinError> {
         self.handle.wait_timeout(pid, timeout)
+    }
+
+    /// See [`Handle::register`].
+    ///
+    /// # Errors
+    /// As [`Handle::register`].
+    pub fn register(&self, name: &str, pid: Pid) -> Result<(), RegisterError> {
+        self.handle.register(name, pid)
+    }
+
+    /// See [`Handle::unregister`].
+    pub fn unregister(&self, name: &str) -> Option<Pid> {
+        self.handle.unregister(name)
+    }
+
+    /// See [`Handle::whereis`].
+    pub fn whereis(&self, name: &str) -> Option<Pid> {
+        self.handle.whereis(name)
+    }
+
+    /// See [`Handle::send_named`].
+    ///
+    /// # Errors
+    /// As [`Handle::send_named`].
+    pub fn send_named<T: Any + Send>(&self, name: &str, message: T) -> Result<(), SendNamedError> {
+        self.handle.send_named(name, message)
+    }
+
+    /// See [`Handle::send_after`].
+    ///
+    /// # Errors
+    /// As [`Handle::send_after`].
+    pub fn send_after<T: Any + Send>(
+        &self,
+        to: Pid,
+        message: T,
+        delay: Duration,
+    ) -> Result<TimerRef, TimedSendError> {
+        self.handle.send_after(to, message, delay)
+    }
+
+    /// See [`Handle::send_interval`].
+    ///
+    /// # Errors
+    /// As [`Handle::send_after`].
+    pub fn send_interval<T: Any + Send + Clone>(
+        &self,
+        to: Pid,
+        message: T,
+        period: Duration,
+    ) -> Result<TimerRef, TimedSendError> {
+        self.handle.send_interval(to, message, period)
     }
 
     /// See [`Handle::metrics`].
@@ -377,6 +434,163 @@ impl Handle {
     /// As [`wait`](Self::wait), plus [`JoinError::TimedOut`].
     pub fn wait_timeout(&self, pid: Pid, timeout: Duration) -> Result<Payload, JoinError> {
         self.shared.wait(pid, Some(timeout))
+    }
+
+    /// Registers `pid` under `name`: [`whereis`](Self::whereis) then finds it and
+    /// [`send_named`](Self::send_named) reaches it, from anywhere, until the name is
+    /// [`unregister`](Self::unregister)ed or `pid` ends, which frees it: once the
+    /// process is done (its result published), the name is free to register again.
+    ///
+    /// A name is held by one process at a time; a process may hold several names.
+    /// Registering a name again for the process that holds it succeeds and changes
+    /// nothing. The same rules hold for [`Context::register`](crate::Context::register)
+    /// and [`this::register`](crate::this::register).
+    ///
+    /// ```
+    /// use wsched::{RegisterError, Scheduler};
+    /// # use wsched::{Context, Events, InitError, Payloads, Process, Status, StepError, StepOutput};
+    /// # /// Finishes with the first message it gets.
+    /// # struct First;
+    /// # impl Process for First {
+    /// #     fn init(&mut self, _: Context, _: &str, _: Payloads) -> Result<(), InitError> { Ok(()) }
+    /// #     fn step(&mut self, events: Events<'_>, out: &mut StepOutput) -> Result<(), StepError> {
+    /// #         for event in events {
+    /// #             if let wsched::Event::Message(m) = event {
+    /// #                 out.set_status(Status::Done(m.payload));
+    /// #                 return Ok(());
+    /// #             }
+    /// #         }
+    /// #         out.set_status(Status::WaitingForMessage);
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build()?;
+    /// let db = scheduler.spawn(First, "run", ())?;
+    /// scheduler.register("db", db)?;
+    /// assert_eq!(scheduler.whereis("db"), Some(db));
+    ///
+    /// let other = scheduler.spawn(First, "run", ())?;
+    /// let taken = scheduler.register("db", other).unwrap_err();
+    /// assert_eq!(taken, RegisterError::Taken { name: "db".into(), holder: db });
+    ///
+    /// scheduler.send_named("db", 42_u32)?;
+    /// assert_eq!(scheduler.wait(db)?.downcast::<u32>()?, 42);
+    /// // `db` ended: its name is free.
+    /// assert_eq!(scheduler.whereis("db"), None);
+    /// scheduler.register("db", other)?;
+    /// # scheduler.send(other, ())?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`RegisterError::Taken`] when another live process holds the name (it says
+    /// which), [`RegisterError::NotAlive`] when `pid` never existed or has finished.
+    pub fn register(&self, name: &str, pid: Pid) -> Result<(), RegisterError> {
+        self.shared.names.register(&self.shared, name, pid)
+    }
+
+    /// Frees `name`, whoever holds it. Returns the live process that held it (`None`:
+    /// no live process did).
+    pub fn unregister(&self, name: &str) -> Option<Pid> {
+        self.shared.names.unregister(&self.shared, name)
+    }
+
+    /// The live process registered under `name`. (A process that is ending right now
+    /// may still be found; a message sent to it then fails and comes back.)
+    pub fn whereis(&self, name: &str) -> Option<Pid> {
+        self.shared.names.whereis(&self.shared, name)
+    }
+
+    /// Sends `message` (with no sender PID) to the process registered under `name`,
+    /// as [`send`](Self::send) would to its PID.
+    ///
+    /// # Errors
+    /// [`SendNamedError`] when no live process holds the name, or its holder finished
+    /// before the message reached it; either way the error gives the message back.
+    pub fn send_named<T: Any + Send>(&self, name: &str, message: T) -> Result<(), SendNamedError> {
+        self.shared
+            .names
+            .send(&self.shared, None, name, Payload::new(message))
+    }
+
+    /// Sends `message` (with no sender PID) to `to` once `delay` has passed: never
+    /// earlier, and within about a millisecond after (plus wake-up latency). The
+    /// returned [`TimerRef`] cancels it; dropping the ref does not.
+    ///
+    /// If `to` has ended when the message falls due, the message is dropped and
+    /// counted in [`Metrics::undelivered_timed_messages`]. Messages still pending at
+    /// shutdown are dropped (and counted) when the timer thread stops. A delay too
+    /// long to represent never falls due: the message waits until cancelled or
+    /// shutdown. [`Context::send_after`](crate::Context::send_after) and
+    /// [`this::send_after`](crate::this::send_after) do the same from a process,
+    /// which is then the sender; the timer outlives that process.
+    ///
+    /// # Errors
+    /// [`TimedSendError`] when `to` never existed or has finished, or the timer thread
+    /// could not be started; the error gives the message back.
+    pub fn send_after<T: Any + Send>(
+        &self,
+        to: Pid,
+        message: T,
+        delay: Duration,
+    ) -> Result<TimerRef, TimedSendError> {
+        timed::arm(self, None, to, delay, Repeat::once(message))
+    }
+
+    /// Sends a clone of `message` (with no sender PID) to `to` every `period`, until
+    /// the returned [`TimerRef`] cancels it or `to` ends. The first message falls
+    /// due one period from now; each next one a whole number of periods after that,
+    /// so the interval does not drift, and a period the timer thread missed entirely
+    /// (a stalled machine) is skipped, not made up in a burst. Periods shorter than a
+    /// millisecond, the timer's resolution, are rounded up to one.
+    ///
+    /// The first message that falls due after `to` has ended is dropped and counted
+    /// in [`Metrics::undelivered_timed_messages`], and the interval stops by itself
+    /// (its ref's [`is_active`](TimerRef::is_active) turns false). An interval still
+    /// running at shutdown is dropped then (counting its next message). A clone that
+    /// panics stops the interval too (counted likewise).
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use wsched::Scheduler;
+    /// # use wsched::{Context, Events, InitError, Payloads, Process, Status, StepError, StepOutput};
+    /// # /// Finishes after three messages, with how many it got.
+    /// # struct Three(u32);
+    /// # impl Process for Three {
+    /// #     fn init(&mut self, _: Context, _: &str, _: Payloads) -> Result<(), InitError> { Ok(()) }
+    /// #     fn step(&mut self, events: Events<'_>, out: &mut StepOutput) -> Result<(), StepError> {
+    /// #         self.0 += events.filter(|e| matches!(e, wsched::Event::Message(_))).count() as u32;
+    /// #         if self.0 >= 3 {
+    /// #             out.set_status(Status::Done(wsched::Payload::new(self.0)));
+    /// #         } else {
+    /// #             out.set_status(Status::WaitingForMessage);
+    /// #         }
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build()?;
+    /// let pid = scheduler.spawn(Three(0), "run", ())?;
+    /// let started = Instant::now();
+    /// let ticks = scheduler.send_interval(pid, "tick", Duration::from_millis(2))?;
+    /// assert!(scheduler.wait(pid)?.downcast::<u32>()? >= 3);
+    /// assert!(started.elapsed() >= Duration::from_millis(6), "three whole periods");
+    /// ticks.cancel();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`send_after`](Self::send_after); the error gives back `message`.
+    pub fn send_interval<T: Any + Send + Clone>(
+        &self,
+        to: Pid,
+        message: T,
+        period: Duration,
+    ) -> Result<TimerRef, TimedSendError> {
+        let repeat = Repeat::every(message, period);
+        let delay = repeat.period().expect("an interval has a period");
+        timed::arm(self, None, to, delay, repeat)
     }
 
     /// The scheduler's counters.

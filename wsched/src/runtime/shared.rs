@@ -9,6 +9,7 @@ use super::live::LiveCount;
 use super::metrics::{
     process_totals, Metrics, ProcessCounts, ProcessEvent, ProcessInfo, WorkerCounters,
 };
+use super::names::Names;
 use super::queue::inject::Inject;
 use super::queue::lifo::LifoSlot;
 use super::queue::local::{Overflow, Steal};
@@ -17,10 +18,13 @@ use super::worker::{self, Caller};
 use super::{drop_all_quietly, drop_quietly};
 use crate::command::blocking::BlockingPool;
 use crate::command::handler::Handlers;
+use crate::command::timed::{self, Repeat};
 use crate::command::timer::Timers;
+use crate::command::TimerRef;
 use crate::context::{Backend, Context};
 use crate::error::{
-    CancelError, JoinError, Phase, ProcessError, SendError, SendErrorKind, SpawnError,
+    CancelError, JoinError, Phase, ProcessError, RegisterError, SendError, SendErrorKind,
+    SendNamedError, SpawnError, TimedSendError,
 };
 use crate::payload::Payload;
 use crate::pid::Pid;
@@ -48,6 +52,8 @@ pub(crate) struct Shared {
     outside_counts: CachePadded<ProcessCounts<std::sync::atomic::AtomicU64>>,
     pub(crate) handlers: Handlers,
     pub(crate) blocking: Arc<BlockingPool>,
+    /// The name table (see `names.rs`).
+    pub(crate) names: Names,
     pub(crate) timers: Arc<Timers>,
     /// Processes spawned (counted from before `init` runs) and not yet ended.
     live: LiveCount,
@@ -91,6 +97,7 @@ impl Shared {
             outside_counts: Default::default(),
             handlers: parts.handlers,
             blocking: parts.blocking,
+            names: Names::new(),
             timers: parts.timers,
             live: LiveCount::new(parts.workers),
             flags: CachePadded::new(Flags {
@@ -242,6 +249,21 @@ impl Shared {
         }
     }
 
+    /// The cell of `pid` if its process is live (not done), or why it is not.
+    pub(crate) fn live_cell(&self, pid: Pid) -> Result<CellRef, SendErrorKind> {
+        match self.registry.get(pid) {
+            Some(cell) if !cell.is_done() => Ok(cell),
+            Some(_) => Err(SendErrorKind::Finished),
+            None if self.registry.issued(pid) => Err(SendErrorKind::Finished),
+            None => Err(SendErrorKind::NoSuchProcess),
+        }
+    }
+
+    /// Whether `pid`'s process is live (not done).
+    pub(crate) fn is_live(&self, pid: Pid) -> bool {
+        self.registry.with(pid, |cell| !cell.is_done()) == Some(true)
+    }
+
     pub(crate) fn cancel(&self, pid: Pid) -> Result<(), CancelError> {
         let delivered = self
             .registry
@@ -341,6 +363,12 @@ impl Shared {
         if owned.finish(result) {
             self.registry.remove(pid);
         }
+        // Its names, after the result is published (which orders this against a
+        // registration racing the end: see `names.rs`). One relaxed load until a
+        // name is first registered.
+        if self.names.used() {
+            self.names.release(pid);
+        }
     }
 
     // ---- lifecycle ------------------------------------------------------------
@@ -433,6 +461,7 @@ impl Shared {
             live: self.live(),
             global_queue: self.inject.len(),
             pending_timers: self.timers.pending(),
+            undelivered_timed_messages: self.timers.undelivered(),
             blocking_threads: self.blocking.threads(),
         }
     }
@@ -538,5 +567,40 @@ impl Backend for Header {
 
     fn cancel(&self, _from: Option<Pid>, pid: Pid) -> Result<(), CancelError> {
         self.handle().shared().cancel(pid)
+    }
+
+    fn register(&self, name: &str, pid: Pid) -> Result<(), RegisterError> {
+        let shared = self.handle().shared();
+        shared.names.register(shared, name, pid)
+    }
+
+    fn unregister(&self, name: &str) -> Option<Pid> {
+        let shared = self.handle().shared();
+        shared.names.unregister(shared, name)
+    }
+
+    fn whereis(&self, name: &str) -> Option<Pid> {
+        let shared = self.handle().shared();
+        shared.names.whereis(shared, name)
+    }
+
+    fn send_named(
+        &self,
+        from: Option<Pid>,
+        name: &str,
+        payload: Payload,
+    ) -> Result<(), SendNamedError> {
+        let shared = self.handle().shared();
+        shared.names.send(shared, from, name, payload)
+    }
+
+    fn send_timed(
+        &self,
+        from: Option<Pid>,
+        to: Pid,
+        delay: Duration,
+        repeat: Repeat,
+    ) -> Result<TimerRef, TimedSendError> {
+        timed::arm(self.handle(), from, to, delay, repeat)
     }
 }

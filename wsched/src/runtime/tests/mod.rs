@@ -15,9 +15,13 @@ mod loom_lifo;
 #[cfg(loom)]
 mod loom_local_queue;
 #[cfg(loom)]
+mod loom_names;
+#[cfg(loom)]
 mod loom_scheduler;
 #[cfg(loom)]
 mod loom_state;
+#[cfg(loom)]
+mod loom_timed;
 #[cfg(loom)]
 mod loom_timers;
 #[cfg(not(loom))]
