@@ -10,8 +10,9 @@
 //! ```
 //!
 //! A profiling aid for the hot paths, not a comparison (the suite is that): one
-//! worker, so no stealing or waking is involved, and the minimum of 9 runs, which
-//! is steady on a noisy machine where medians are not. Run it under
+//! worker, so no stealing or waking is involved (`STEP_COST_WORKERS=2` in the
+//! environment runs them on two), and the minimum of 9 runs, which is steady on a
+//! noisy machine where medians are not. Run it under
 //! `perf record` to see where a step's time goes; name cases (`yield`,
 //! `macro_yield`, `continue`, `ping`, `macro_ping`, `chain`, `skynet`) to run only
 //! those.
@@ -295,8 +296,13 @@ fn main() {
     // Names after ROUNDS restrict the run to those cases (to profile one alone).
     let only: Vec<String> = args.collect();
     let wanted = |name: &str| only.is_empty() || only.iter().any(|o| o == name);
+    // One worker unless `STEP_COST_WORKERS` says otherwise (to see what a second
+    // worker adds to a case, e.g. skynet's parallel overhead).
+    let workers = std::env::var("STEP_COST_WORKERS").map_or(1, |w| {
+        w.parse().expect("STEP_COST_WORKERS is a number of workers")
+    });
     let s = Scheduler::builder()
-        .workers(std::env::var("W").map_or(1, |w| w.parse().unwrap()))
+        .workers(workers)
         .handler(|_: Nop, done: Completer<Nop>| done.complete(()))
         .build()
         .expect("the scheduler starts");
@@ -329,11 +335,8 @@ fn main() {
             }
         }
     }
-    if std::env::var_os("M").is_some() {
-        eprintln!("{:#?}", s.metrics());
-    }
     let [hand_yield, macro_yield, continue_, hand_ping, macro_ping, chain, skynet] = best;
-    println!("1 worker, {n} units, minimum of 9 runs (ns per unit; NaN: not run):");
+    println!("{workers} worker(s), {n} units, minimum of 9 runs (ns per unit; NaN: not run):");
     println!(
         "  yield of a command completed at once: hand-written {hand_yield:.1}, #[process] {macro_yield:.1} ({:.2}x)",
         macro_yield / hand_yield
