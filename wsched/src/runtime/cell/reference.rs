@@ -26,11 +26,17 @@ use crate::sync::{fence, Ordering};
 pub(crate) struct CellRef(NonNull<ProcessCell>);
 
 // SAFETY: a `CellRef` gives shared access to the cell from any thread and may drop
-// it on any thread, as an `Arc` does: sound because the cell is `Sync` and its body
-// `Send` (see the `Sync` impl of `ProcessCell`).
+// it on any thread, as an `Arc` does: sound because the cell is `Send` and `Sync`
+// (see the `Sync` impl of `ProcessCell`; checked below).
 unsafe impl Send for CellRef {}
 // SAFETY: as above.
 unsafe impl Sync for CellRef {}
+
+/// The bound the impls above rely on, checked at compile time.
+const _: () = {
+    fn shareable<T: Send + Sync + ?Sized>() {}
+    let _ = shareable::<ProcessCell>;
+};
 
 /// Counts above this abort the process, as `Arc`'s do: only leaked references
 /// (`mem::forget` in a loop) can get there, and a wrapped count would free a cell in use.
