@@ -14,6 +14,7 @@ use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
 use crate::process::IntoProcess;
 use crate::runtime::cell::{CellRef, NewProcess, ThinCell};
+use crate::runtime::MonitorRef;
 
 /// Handed to [`Process::init`](crate::Process::init): the process's own PID and a way to send messages,
 /// spawn processes, register names and arm timed messages on the scheduler (or the
@@ -201,6 +202,29 @@ impl Context {
     }
 }
 
+/// Monitors.
+impl Context {
+    /// Monitors `pid`: when it ends, this process gets exactly one
+    /// [`Down`](crate::Down) message (from `pid`) saying why, with the returned
+    /// reference. If `pid` has ended already (or is ending), or never existed, the
+    /// `Down` comes at once, with [`ExitReason::NoSuchProcess`](crate::ExitReason::NoSuchProcess).
+    /// Each call sets a monitor of its own, with its own `Down`. A monitor held by a
+    /// process that ends is removed with it. See
+    /// [`Down`](crate::Down) for an example, and [`Handle::monitor`](crate::Handle::monitor)
+    /// to watch from outside.
+    pub fn monitor(&self, pid: Pid) -> MonitorRef {
+        self.backend().monitor(self.pid(), pid)
+    }
+
+    /// Stops `monitor`. `true`: it was stopped before its `Down` was sent, and none
+    /// will come. `false`: its `Down` was sent already — it is in this process's
+    /// mailbox, still to be received (or it was stopped before). Nothing is sent
+    /// after `demonitor` returns.
+    pub fn demonitor(&self, monitor: MonitorRef) -> bool {
+        self.backend().demonitor(monitor)
+    }
+}
+
 impl Context {
     fn spawn_new<P: IntoProcess>(
         &self,
@@ -255,6 +279,12 @@ pub(crate) trait Backend: Send + Sync + 'static {
         delay: Duration,
         repeat: Repeat,
     ) -> Result<TimerRef, TimedSendError>;
+
+    /// `watcher` monitors `target` (see `runtime/monitors.rs`).
+    fn monitor(&self, watcher: Pid, target: Pid) -> MonitorRef;
+
+    /// Stops a monitor; `true` if its `Down` had not been sent.
+    fn demonitor(&self, monitor: MonitorRef) -> bool;
 }
 
 #[cfg(all(test, not(loom)))]

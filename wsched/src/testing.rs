@@ -24,6 +24,11 @@
 //! processes it plays ([`TestProcess::register`]) and checks what is registered
 //! ([`TestProcess::whereis`]), and a process's names are freed when it ends.
 //!
+//! Monitors are recorded, not run: [`TestProcess::take_monitors`] gives the monitors
+//! the process set, and a test plays the target's end by sending the process the
+//! [`Down`] that [`Monitored::down`] builds — on the scheduler a `Down` is an ordinary
+//! message too. [`TestProcess::is_monitoring`] tells whether the process demonitored.
+//!
 //! Panics inside the process are caught and reported as
 //! [`ProcessError::Panicked`]; a step that fails ends the process as on the scheduler,
 //! which also calls [`Process::close`] exactly once when the process ends.
@@ -82,6 +87,7 @@ use crate::error::{
     CancelError, InitError, Phase, ProcessError, RegisterError, SendError, SendErrorKind,
     SendNamedError, SendNamedErrorKind, SpawnError, StepError, TimedSendError, YieldError,
 };
+use crate::exit::ExitReason;
 use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
 use crate::process::{
@@ -89,6 +95,7 @@ use crate::process::{
     StepOutput, SuspendPoint, Tag, Yield,
 };
 use crate::runtime::cell::NewProcess;
+use crate::runtime::{Down, MonitorRef};
 
 /// A completion event for `tag` carrying `output` (build events for
 /// [`TestProcess::step_with`]).
@@ -215,6 +222,57 @@ impl fmt::Debug for TimedSent {
     }
 }
 
+/// A monitor a process set through its [`Context`] (`monitor`). Nothing fires it: a
+/// test plays the target's end by sending the watcher [`down`](Self::down).
+///
+/// ```
+/// use wsched::prelude::*;
+/// use wsched::testing::TestProcess;
+///
+/// /// Restarts nothing, but counts how its worker ended.
+/// struct Overseer;
+///
+/// #[process]
+/// impl Overseer {
+///     #[entry]
+///     fn oversee(&mut self, worker: Pid) -> Result<bool, BoxError> {
+///         this::monitor(worker);
+///         let down = recv!(Down)?;
+///         Ok(down.reason.is_normal())
+///     }
+/// }
+///
+/// let worker = Pid::from_raw(7);
+/// let mut t = TestProcess::start(Overseer, "oversee", (worker,)).unwrap();
+/// let monitored = t.take_monitors().remove(0);
+/// assert_eq!((monitored.watcher, monitored.target), (t.pid(), worker));
+/// assert!(t.is_monitoring(monitored.monitor));
+/// let down = monitored.down(ExitReason::Panicked { phase: wsched::Phase::Step, message: "boom".into() });
+/// t.send_from(Some(worker), down);
+/// assert!(!t.result::<bool>());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Monitored {
+    /// The process that set the monitor.
+    pub watcher: Pid,
+    /// The process it watches.
+    pub target: Pid,
+    /// The reference `monitor` returned.
+    pub monitor: MonitorRef,
+}
+
+impl Monitored {
+    /// The `Down` the watcher would get if the target ended with `reason` (send it
+    /// with [`TestProcess::send_from`], from the target).
+    pub fn down(&self, reason: ExitReason) -> Down {
+        Down {
+            pid: self.target,
+            reason,
+            monitor: self.monitor,
+        }
+    }
+}
+
 /// A process spawned through a [`Context`]: already initialised, not stepped yet.
 /// Drive it with [`TestProcess::from_spawned`].
 pub struct Spawned {
@@ -268,6 +326,10 @@ struct Recorder {
     /// Cancel requests made through a context: (by, target).
     cancels: Mutex<Vec<(Pid, Pid)>>,
     timed: Mutex<Vec<TimedSent>>,
+    next_monitor: AtomicU64,
+    monitors: Mutex<Vec<Monitored>>,
+    /// Monitors set and not demonitored.
+    active_monitors: Mutex<HashSet<MonitorRef>>,
     /// The family's names, and the processes of the family that ended (which can
     /// hold none).
     names: Mutex<HashMap<String, Pid>>,
@@ -283,6 +345,9 @@ impl Recorder {
             spawned: Mutex::new(Vec::new()),
             cancels: Mutex::new(Vec::new()),
             timed: Mutex::new(Vec::new()),
+            next_monitor: AtomicU64::new(1),
+            monitors: Mutex::new(Vec::new()),
+            active_monitors: Mutex::new(HashSet::new()),
             names: Mutex::new(HashMap::new()),
             ended: Mutex::new(HashSet::new()),
         })
@@ -406,6 +471,22 @@ impl Backend for Recorder {
             state: state.clone(),
         });
         Ok(TimerRef::recorded(state))
+    }
+
+    fn monitor(&self, watcher: Pid, target: Pid) -> MonitorRef {
+        let id = self.next_monitor.fetch_add(1, Ordering::Relaxed);
+        let monitor = MonitorRef::new(id, target);
+        self.monitors.lock().push(Monitored {
+            watcher,
+            target,
+            monitor,
+        });
+        self.active_monitors.lock().insert(monitor);
+        monitor
+    }
+
+    fn demonitor(&self, monitor: MonitorRef) -> bool {
+        self.active_monitors.lock().remove(&monitor)
     }
 }
 
@@ -906,6 +987,22 @@ impl TestProcess {
             .partition(|t| t.from == Some(self.pid));
         *timed = others;
         mine
+    }
+
+    /// Takes the monitors this process set through its context, in order (see
+    /// [`Monitored`]).
+    pub fn take_monitors(&mut self) -> Vec<Monitored> {
+        let mut monitors = self.recorder.monitors.lock();
+        let (mine, others) = std::mem::take(&mut *monitors)
+            .into_iter()
+            .partition(|m| m.watcher == self.pid);
+        *monitors = others;
+        mine
+    }
+
+    /// Whether `monitor` is set and was not demonitored.
+    pub fn is_monitoring(&self, monitor: MonitorRef) -> bool {
+        self.recorder.active_monitors.lock().contains(&monitor)
     }
 
     /// Registers `pid` under `name` in the names this process and its family see,

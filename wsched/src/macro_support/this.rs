@@ -92,6 +92,7 @@ use crate::error::{
 use crate::payload::IntoPayloads;
 use crate::pid::Pid;
 use crate::process::IntoProcess;
+use crate::runtime::MonitorRef;
 use std::any::Any;
 use std::time::Duration;
 
@@ -291,6 +292,27 @@ pub fn send_interval<T: Any + Send + Clone>(
     io::with_context("wsched::this::context()", |ctx| {
         ctx.send_interval(to, message, period)
     })
+}
+
+/// Monitors `pid`: this process gets one [`Down`](crate::Down) message when it ends
+/// (at once, with [`ExitReason::NoSuchProcess`](crate::ExitReason::NoSuchProcess), if it
+/// is not live). See [`Context::monitor`].
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn monitor(pid: Pid) -> MonitorRef {
+    io::with_context("wsched::this::context()", |ctx| ctx.monitor(pid))
+}
+
+/// Stops `monitor`; `true` if its `Down` had not been sent (then none comes). See
+/// [`Context::demonitor`].
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn demonitor(monitor: MonitorRef) -> bool {
+    io::with_context("wsched::this::context()", |ctx| ctx.demonitor(monitor))
 }
 
 /// How many messages wait in the process's mailbox, not received yet (for example

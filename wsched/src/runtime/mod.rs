@@ -9,6 +9,7 @@
 //! | `state.rs` | the process state machine (one atomic word) |
 //! | `registry.rs` | the PID table (a slab indexed by PID) |
 //! | `names.rs` | the name table: processes registered under names |
+//! | `monitors.rs` | monitors: `Down` messages when a watched process ends |
 //! | `queue/` | the per-worker deque, the LIFO slot and the global injection queue |
 //! | `idle.rs` | spinning, parking and waking workers |
 //! | `live.rs` | the live-process count, per worker, that shutdown waits on |
@@ -24,6 +25,7 @@ pub(crate) mod cell;
 mod idle;
 mod live;
 mod metrics;
+mod monitors;
 mod names;
 mod registry;
 mod scheduler;
@@ -33,6 +35,7 @@ mod worker;
 
 pub use builder::Builder;
 pub use metrics::{Metrics, ProcessInfo, WorkerMetrics};
+pub use monitors::{Down, Monitor, MonitorRef};
 pub use scheduler::{Handle, Scheduler, ShutdownReport};
 pub use state::ProcessState;
 

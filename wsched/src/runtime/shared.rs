@@ -9,6 +9,7 @@ use super::live::LiveCount;
 use super::metrics::{
     process_totals, Metrics, ProcessCounts, ProcessEvent, ProcessInfo, WorkerCounters,
 };
+use super::monitors::{MonitorRef, Monitors};
 use super::names::Names;
 use super::queue::inject::Inject;
 use super::queue::lifo::LifoSlot;
@@ -26,6 +27,7 @@ use crate::error::{
     CancelError, JoinError, Phase, ProcessError, RegisterError, SendError, SendErrorKind,
     SendNamedError, SpawnError, TimedSendError,
 };
+use crate::exit::ExitReason;
 use crate::payload::Payload;
 use crate::pid::Pid;
 use crate::process::{init_process, Event, Message};
@@ -54,6 +56,8 @@ pub(crate) struct Shared {
     pub(crate) blocking: Arc<BlockingPool>,
     /// The name table (see `names.rs`).
     pub(crate) names: Names,
+    /// The monitor table (see `monitors.rs`).
+    pub(crate) monitors: Monitors,
     pub(crate) timers: Arc<Timers>,
     /// Processes spawned (counted from before `init` runs) and not yet ended.
     live: LiveCount,
@@ -98,6 +102,7 @@ impl Shared {
             handlers: parts.handlers,
             blocking: parts.blocking,
             names: Names::new(),
+            monitors: Monitors::new(),
             timers: parts.timers,
             live: LiveCount::new(parts.workers),
             flags: CachePadded::new(Flags {
@@ -329,6 +334,9 @@ impl Shared {
     /// there turns the result into an error), publishes the result.
     pub(crate) fn finish(&self, mut owned: Owned<'_>, mut result: Result<Payload, ProcessError>) {
         let leftovers = owned.close_mailbox();
+        // Read after the mailbox is closed, which orders it against a monitor being
+        // set (see `monitors.rs`). One relaxed load until a monitor is first set.
+        let watched = self.monitors.used();
         if let Err(message) = owned.close_body() {
             result = Err(ProcessError::Panicked {
                 phase: Phase::Close,
@@ -359,6 +367,16 @@ impl Shared {
         let caller = worker::caller(self);
         self.count(caller, event);
         self.live.end(caller);
+        if watched {
+            self.publish_watched(owned, result);
+        } else {
+            self.publish(owned, result);
+        }
+    }
+
+    /// The end of [`finish`](Self::finish): publishes the result, frees the names.
+    #[inline]
+    fn publish(&self, owned: Owned<'_>, result: Result<Payload, ProcessError>) {
         let pid = owned.cell().pid();
         if owned.finish(result) {
             self.registry.remove(pid);
@@ -369,6 +387,17 @@ impl Shared {
         if self.names.used() {
             self.names.release(pid);
         }
+    }
+
+    /// [`publish`](Self::publish) once monitors are in use: works out the reason
+    /// before the result is handed out, and tells the watchers after. Out of line:
+    /// the end of a scheduler that never monitored does not carry it.
+    #[inline(never)]
+    fn publish_watched(&self, owned: Owned<'_>, result: Result<Payload, ProcessError>) {
+        let pid = owned.cell().pid();
+        let reason = ExitReason::of(&result);
+        self.publish(owned, result);
+        self.monitors.process_ended(self, pid, reason);
     }
 
     // ---- lifecycle ------------------------------------------------------------
@@ -602,5 +631,16 @@ impl Backend for Header {
         repeat: Repeat,
     ) -> Result<TimerRef, TimedSendError> {
         timed::arm(self.handle(), from, to, delay, repeat)
+    }
+
+    fn monitor(&self, watcher: Pid, target: Pid) -> MonitorRef {
+        let shared = self.handle().shared();
+        shared
+            .monitors
+            .monitor_from_process(shared, watcher, target)
+    }
+
+    fn demonitor(&self, monitor: MonitorRef) -> bool {
+        self.handle().shared().monitors.demonitor(monitor)
     }
 }

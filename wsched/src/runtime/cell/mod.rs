@@ -557,6 +557,13 @@ impl Header {
             .map(PackedPoint::unpack)
     }
 
+    /// Whether the mailbox is closed: the process has ended or is ending. Takes the
+    /// mailbox lock, which is what orders a monitor against the end (see
+    /// `monitors.rs`).
+    pub(crate) fn is_closing(&self) -> bool {
+        self.mailbox.lock().is_closed()
+    }
+
     /// Queues `event`. `Ok(true)`: the caller woke the process and must schedule it.
     /// `Err(event)`: the process has finished; the event is handed back.
     pub(crate) fn push_event(&self, event: Event) -> Result<bool, Event> {

@@ -15,6 +15,8 @@ mod loom_lifo;
 #[cfg(loom)]
 mod loom_local_queue;
 #[cfg(loom)]
+mod loom_monitors;
+#[cfg(loom)]
 mod loom_names;
 #[cfg(loom)]
 mod loom_scheduler;
