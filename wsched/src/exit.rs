@@ -1,6 +1,6 @@
 //! Why a process ended: [`ExitReason`], the value monitors deliver in
-//! [`Down`](crate::Down) messages and that [`ProcessError`] and [`JoinError`] convert
-//! to.
+//! [`Down`](crate::Down) messages and links in [`Exit`](crate::Exit) messages, and that
+//! [`ProcessError`] and [`JoinError`] convert to.
 //!
 //! A process's result (its output, or a [`ProcessError`]) is handed out once, to
 //! whoever joins it. A reason is what everybody else may learn: it is `Clone`, keeps
@@ -10,6 +10,7 @@
 use std::fmt;
 
 use crate::error::{JoinError, Phase, ProcessError, StepError, YieldError};
+use crate::pid::Pid;
 use crate::RecvError;
 
 /// Why a process ended, for those who watch it (monitors) rather than join it.
@@ -49,6 +50,15 @@ pub enum ExitReason {
     /// Shutdown's timeout ran out and the process was stopped without finishing
     /// ([`ProcessError::Stopped`]).
     Killed,
+    /// A process it was linked to ended with a failure, and it did not trap exits
+    /// ([`ProcessError::Linked`]).
+    Linked {
+        /// The linked process that ended.
+        pid: Pid,
+        /// Why that one ended — or, if a link's failure ended it too, why the process
+        /// whose failure started the chain ended: never itself `Linked`.
+        reason: Box<ExitReason>,
+    },
     /// The process did not exist when it was watched: it had ended already, or was
     /// ending, or its PID was never issued. (Erlang's `noproc`.)
     NoSuchProcess,
@@ -89,6 +99,10 @@ impl From<&ProcessError> for ExitReason {
                 message: message.clone(),
             },
             ProcessError::Stopped => Self::Killed,
+            ProcessError::Linked { pid, reason } => Self::Linked {
+                pid: *pid,
+                reason: reason.clone(),
+            },
         }
     }
 }
@@ -118,6 +132,9 @@ impl fmt::Display for ExitReason {
             Self::Panicked { phase, message } => write!(f, "panicked in {phase}: {message}"),
             Self::Cancelled => f.write_str("cancelled: it was asked to stop and did"),
             Self::Killed => f.write_str("killed: shutdown's timeout ran out before it finished"),
+            Self::Linked { pid, reason } => {
+                write!(f, "stopped because linked process {pid} ended ({reason})")
+            }
             Self::NoSuchProcess => {
                 f.write_str("no such process: it had ended (or never existed) when it was watched")
             }
@@ -128,7 +145,6 @@ impl fmt::Display for ExitReason {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::pid::Pid;
 
     #[test]
     fn each_process_error_has_its_reason() {

@@ -29,6 +29,11 @@
 //! [`Down`] that [`Monitored::down`] builds — on the scheduler a `Down` is an ordinary
 //! message too. [`TestProcess::is_monitoring`] tells whether the process demonitored.
 //!
+//! Links are recorded too ([`TestProcess::links`], [`TestProcess::traps_exits`]); a
+//! test plays the end of a linked process with [`TestProcess::linked_exit`], which
+//! delivers an [`Exit`] message to a process that traps exits and stops one that does
+//! not, as the scheduler would.
+//!
 //! Panics inside the process are caught and reported as
 //! [`ProcessError::Panicked`]; a step that fails ends the process as on the scheduler,
 //! which also calls [`Process::close`] exactly once when the process ends.
@@ -95,7 +100,7 @@ use crate::process::{
     StepOutput, SuspendPoint, Tag, Yield,
 };
 use crate::runtime::cell::NewProcess;
-use crate::runtime::{Down, MonitorRef};
+use crate::runtime::{Down, Exit, MonitorRef};
 
 /// A completion event for `tag` carrying `output` (build events for
 /// [`TestProcess::step_with`]).
@@ -330,6 +335,10 @@ struct Recorder {
     monitors: Mutex<Vec<Monitored>>,
     /// Monitors set and not demonitored.
     active_monitors: Mutex<HashSet<MonitorRef>>,
+    /// Links, each as (smaller PID, larger PID).
+    links: Mutex<HashSet<(Pid, Pid)>>,
+    /// The processes that trap exits.
+    trapping: Mutex<HashSet<Pid>>,
     /// The family's names, and the processes of the family that ended (which can
     /// hold none).
     names: Mutex<HashMap<String, Pid>>,
@@ -348,6 +357,8 @@ impl Recorder {
             next_monitor: AtomicU64::new(1),
             monitors: Mutex::new(Vec::new()),
             active_monitors: Mutex::new(HashSet::new()),
+            links: Mutex::new(HashSet::new()),
+            trapping: Mutex::new(HashSet::new()),
             names: Mutex::new(HashMap::new()),
             ended: Mutex::new(HashSet::new()),
         })
@@ -367,7 +378,8 @@ impl Recorder {
         Context::new(pid, self.arc())
     }
 
-    /// `pid` ended: it can no longer hold names.
+    /// `pid` ended: it can no longer hold names. (Its links stay until a test plays
+    /// the signal with `linked_exit`.)
     fn end(&self, pid: Pid) {
         self.ended.lock().insert(pid);
         self.names.lock().retain(|_, holder| *holder != pid);
@@ -380,6 +392,10 @@ impl Backend for Recorder {
         let method = process.entry().to_owned();
         let input = process.take_input();
         init_process(&mut process, self.context(pid), &method, input)?;
+        if process.links_to_parent() {
+            let parent = parent.expect("only a process spawns linked");
+            self.links.lock().insert(link_key(parent, pid));
+        }
         self.spawned.lock().push(SpawnRecord {
             pid,
             parent,
@@ -488,6 +504,30 @@ impl Backend for Recorder {
     fn demonitor(&self, monitor: MonitorRef) -> bool {
         self.active_monitors.lock().remove(&monitor)
     }
+
+    fn link(&self, me: Pid, other: Pid) {
+        if me != other {
+            self.links.lock().insert(link_key(me, other));
+        }
+    }
+
+    fn unlink(&self, me: Pid, other: Pid) {
+        self.links.lock().remove(&link_key(me, other));
+    }
+
+    fn trap_exits(&self, me: Pid, on: bool) {
+        let mut trapping = self.trapping.lock();
+        if on {
+            trapping.insert(me);
+        } else {
+            trapping.remove(&me);
+        }
+    }
+}
+
+/// A link as the recorder keeps it: the same both ways.
+fn link_key(a: Pid, b: Pid) -> (Pid, Pid) {
+    (a.min(b), a.max(b))
 }
 
 /// Where a [`TestProcess`] stands.
@@ -613,6 +653,9 @@ impl TestProcess {
         let input = process.take_input();
         if let Err(e) = init_process(&mut process, self.recorder.context(pid), &method, input) {
             panic!("the spawned process could not start: {e}");
+        }
+        if process.links_to_parent() {
+            self.recorder.link(self.pid, pid);
         }
         let mut t = Self::new(Box::new(process), pid, method, self.recorder.clone());
         t.step();
@@ -998,6 +1041,58 @@ impl TestProcess {
             .partition(|m| m.watcher == self.pid);
         *monitors = others;
         mine
+    }
+
+    /// The processes linked to this one (sorted): made through its context (`link`,
+    /// `spawn_linked`, `Spawn::linked`) or by a process of its family linking to it,
+    /// and not unlinked. A link to a process that ended stays until the test plays
+    /// that end with [`linked_exit`](Self::linked_exit).
+    pub fn links(&self) -> Vec<Pid> {
+        let mut links: Vec<Pid> = self
+            .recorder
+            .links
+            .lock()
+            .iter()
+            .filter_map(|&(a, b)| match self.pid {
+                pid if pid == a => Some(b),
+                pid if pid == b => Some(a),
+                _ => None,
+            })
+            .collect();
+        links.sort();
+        links
+    }
+
+    /// Whether the process traps exits (see [`Context::trap_exits`]).
+    pub fn traps_exits(&self) -> bool {
+        self.recorder.trapping.lock().contains(&self.pid)
+    }
+
+    /// Plays the end of `pid`, a process linked to this one, with `reason`, as the
+    /// scheduler would signal it: the link goes; a process that traps exits is
+    /// stepped with an [`Exit`] message from `pid`; one that does not is stopped —
+    /// closed, ending with [`ProcessError::Linked`] — unless `reason` is normal, when
+    /// nothing happens. Returns whether they were linked (if not, nothing happens).
+    ///
+    /// # Panics
+    /// If the process has ended.
+    #[track_caller]
+    pub fn linked_exit(&mut self, pid: Pid, reason: ExitReason) -> bool {
+        assert!(!self.is_ended(), "the process has ended: it is {self}");
+        if !self.recorder.links.lock().remove(&link_key(self.pid, pid)) {
+            return false;
+        }
+        if self.traps_exits() {
+            self.send_from(Some(pid), Exit { pid, reason });
+        } else if !reason.is_normal() {
+            let reason = match reason {
+                ExitReason::Linked { reason, .. } => reason,
+                other => Box::new(other),
+            };
+            self.fail_with(ProcessError::Linked { pid, reason });
+            self.close();
+        }
+        true
     }
 
     /// Whether `monitor` is set and was not demonitored.

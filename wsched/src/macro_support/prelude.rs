@@ -10,5 +10,5 @@ pub use crate::exit::ExitReason;
 pub use crate::payload::Payload;
 pub use crate::pid::Pid;
 pub use crate::process::{Message, Tag};
-pub use crate::runtime::{Down, MonitorRef};
+pub use crate::runtime::{Down, Exit, MonitorRef};
 pub use crate::{process, recv, this, yield_all, yield_cmd, RecvError};

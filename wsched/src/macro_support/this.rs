@@ -315,6 +315,52 @@ pub fn demonitor(monitor: MonitorRef) -> bool {
     io::with_context("wsched::this::context()", |ctx| ctx.demonitor(monitor))
 }
 
+/// Links this process and `pid`, both ways. See [`Context::link`].
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn link(pid: Pid) {
+    io::with_context("wsched::this::context()", |ctx| ctx.link(pid));
+}
+
+/// Removes the link between this process and `pid`. See [`Context::unlink`].
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn unlink(pid: Pid) {
+    io::with_context("wsched::this::context()", |ctx| ctx.unlink(pid));
+}
+
+/// Whether linked processes' ends come as [`Exit`](crate::Exit) messages. See
+/// [`Context::trap_exits`].
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn trap_exits(on: bool) {
+    io::with_context("wsched::this::context()", |ctx| ctx.trap_exits(on));
+}
+
+/// Spawns a process linked to this one. See [`Context::spawn_linked`].
+///
+/// # Errors
+/// As [`spawn`].
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn spawn_linked<P: IntoProcess>(
+    process: P,
+    method: &str,
+    input: impl IntoPayloads,
+) -> Result<Pid, SpawnError> {
+    io::with_context("wsched::this::context()", |ctx| {
+        ctx.spawn_linked(process, method, input)
+    })
+}
+
 /// How many messages wait in the process's mailbox, not received yet (for example
 /// messages of other types than a typed `recv!(T)` asked for).
 ///

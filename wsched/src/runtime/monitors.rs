@@ -72,6 +72,8 @@
 //! `false`). The loom model checks this too (and fails if the `Down`s are sent after
 //! the lock is released).
 //!
+//! The same table holds links (see `links.rs`): one flag, one lookup per end.
+//!
 //! Lock order: a shard, then a process's mailbox (checking it is open), or a shard,
 //! then the PID table and a watcher's mailbox (sending a `Down`). No two shards are
 //! ever held at once.
@@ -84,6 +86,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
+use super::cell::CellRef;
 use super::shared::Shared;
 use crate::exit::ExitReason;
 use crate::fast_hash::FastHash;
@@ -281,20 +284,31 @@ struct Watch {
 
 /// What the table keeps about one process.
 #[derive(Default)]
-struct Entry {
+pub(super) struct Entry {
     /// Monitors on this process.
     watchers: Vec<Watch>,
     /// Monitors this process holds on others.
     watching: Vec<MonitorRef>,
+    /// The processes linked to this one (see `links.rs`).
+    pub(super) links: Vec<Pid>,
+    /// Whether link signals come to it as `Exit` messages.
+    pub(super) traps_exits: bool,
+    /// A link's failure ended it: which process, and why that one ended. Read by its
+    /// end, which reports it instead of a plain stop.
+    pub(super) killed_by: Option<(Pid, ExitReason)>,
 }
 
 impl Entry {
-    fn is_empty(&self) -> bool {
-        self.watchers.is_empty() && self.watching.is_empty()
+    pub(super) fn is_empty(&self) -> bool {
+        self.watchers.is_empty()
+            && self.watching.is_empty()
+            && self.links.is_empty()
+            && !self.traps_exits
+            && self.killed_by.is_none()
     }
 }
 
-type Shard = HashMap<Pid, Entry, FastHash>;
+pub(super) type Shard = HashMap<Pid, Entry, FastHash>;
 
 pub(crate) struct Monitors {
     /// Set by the first monitor and never cleared: until then ends skip the table.
@@ -312,7 +326,7 @@ impl Monitors {
         }
     }
 
-    fn shard(&self, pid: Pid) -> &Mutex<Shard> {
+    pub(super) fn shard(&self, pid: Pid) -> &Mutex<Shard> {
         // PIDs of live processes differ in their low bits (their slot numbers).
         &self.shards[pid.as_u64() as usize % SHARDS]
     }
@@ -321,6 +335,13 @@ impl Monitors {
     #[inline]
     pub(crate) fn used(&self) -> bool {
         self.used.load(Ordering::Relaxed)
+    }
+
+    /// Marks the table in use: from now on every end looks in it.
+    pub(super) fn set_used(&self) {
+        if !self.used() {
+            self.used.store(true, Ordering::Relaxed);
+        }
     }
 
     /// A process `watcher` monitors `target`.
@@ -347,9 +368,7 @@ impl Monitors {
     /// Records a monitor on `target`, or sends its `Down` at once if `target` is not
     /// live. See the module docs for the ordering against `target`'s end.
     fn monitor(&self, shared: &Shared, target: Pid, watcher: Watcher) -> MonitorRef {
-        if !self.used() {
-            self.used.store(true, Ordering::Relaxed);
-        }
+        self.set_used();
         let reference = MonitorRef::new(self.next_id.fetch_add(1, Ordering::Relaxed), target);
         // In the watcher's entry first, so that the target's end, which removes it
         // from there, never runs before it is there.
@@ -410,13 +429,21 @@ impl Monitors {
         true
     }
 
-    /// `pid` has ended with `reason` (its result published): removes the monitors it
-    /// held and its watchers' records of their monitors on it, then sends the
-    /// `Down`s — last, so that whoever gets one finds the table already clean. Out of
-    /// line: ends of processes without monitors should not carry it.
+    /// `pid` has ended with `reason` (its result published): signals its links (the
+    /// processes a signal is to stop are added to `kills`, for the caller to stop
+    /// outside every lock), removes the monitors it held and its watchers' records of
+    /// their monitors on it, then sends the `Down`s — last, so that whoever gets one
+    /// finds the table already clean. Out of line: ends of processes without monitors
+    /// should not carry it.
     #[inline(never)]
-    pub(crate) fn process_ended(&self, shared: &Shared, pid: Pid, reason: ExitReason) {
-        let (watching, watchers) = {
+    pub(crate) fn process_ended(
+        &self,
+        shared: &Shared,
+        pid: Pid,
+        reason: &ExitReason,
+        kills: &mut Vec<CellRef>,
+    ) {
+        let (links, watching, watchers) = {
             let mut shard = self.shard(pid).lock();
             let Some(entry) = shard.get_mut(&pid) else {
                 return;
@@ -429,8 +456,15 @@ impl Monitors {
                     Watcher::Thread(_) => None,
                 })
                 .collect();
-            (mem::take(&mut entry.watching), watchers)
+            (
+                mem::take(&mut entry.links),
+                mem::take(&mut entry.watching),
+                watchers,
+            )
         };
+        for linked in links {
+            self.signal_link(shared, linked, pid, reason, kills);
+        }
         // One shard at a time. No monitor can be added on `pid` meanwhile (its
         // mailbox is closed); one removed meanwhile by `demonitor` is not sent.
         for reference in watching {

@@ -137,8 +137,11 @@ const BODY_LIVE: u64 = 1 << 63;
 /// In [`Header::steps`]: the process's result is discarded when it finishes. Set
 /// when the cell is made, never changed.
 const DETACHED: u64 = 1 << 62;
+/// In [`Header::steps`]: the process is to be linked to its parent when it is
+/// spawned (`spawn_linked`). Set before the cell is shared, read once by the spawn.
+const LINK_PARENT: u64 = 1 << 61;
 /// The step count's bits in [`Header::steps`].
-const STEP_COUNT: u64 = DETACHED - 1;
+const STEP_COUNT: u64 = LINK_PARENT - 1;
 
 impl<B: ?Sized> Drop for ProcessCell<B> {
     /// A cell dropped with a live body is one whose process never ran to its end: it
@@ -406,6 +409,23 @@ impl NewProcess {
     /// Whether its result will be discarded.
     pub(crate) fn is_detached(&self) -> bool {
         self.0.is_detached()
+    }
+
+    /// Asks for the process to be linked to its parent as it is spawned, before it
+    /// can run (see `runtime/links.rs`).
+    pub(crate) fn link_to_parent(mut self) -> Self {
+        let steps = &self.header_mut().steps;
+        steps.store(
+            steps.load(Ordering::Relaxed) | LINK_PARENT,
+            Ordering::Relaxed,
+        );
+        self
+    }
+
+    /// Whether it is to be linked to its parent as it is spawned.
+    #[inline]
+    pub(crate) fn links_to_parent(&self) -> bool {
+        self.0.steps.load(Ordering::Relaxed) & LINK_PARENT != 0
     }
 
     fn header_mut(&mut self) -> &mut Header {
