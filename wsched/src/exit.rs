@@ -6,6 +6,12 @@
 //! whoever joins it. A reason is what everybody else may learn: it is `Clone`, keeps
 //! only text (an error's `Display`, a panic's message), and is worked out from the
 //! result when somebody wants it, never on the path of a process that nobody watches.
+//!
+//! Where to find one: in a [`Down`](crate::Down) (monitors), an [`Exit`](crate::Exit)
+//! (links, for processes that trap exits), from a failed join
+//! ([`JoinError::exit_reason`]) or any [`ProcessError`] ([`ProcessError::exit_reason`]).
+//! Not in [`ProcessInfo`](crate::ProcessInfo): listings show live processes, which
+//! have no reason yet.
 
 use std::fmt;
 

@@ -33,7 +33,8 @@
 //! [`Shared::finish`](super::shared::Shared::finish) looks in the table only once a
 //! monitor has ever been set: until then its cost is one relaxed load of
 //! [`Monitors::used`] (a read-mostly flag, set once) and one branch that always goes
-//! the same way. Spawning pays nothing.
+//! the same way. Monitors add nothing to spawning (links add one branch on a bit of
+//! the new cell: see `links.rs`).
 //!
 //! # Cleaning up at both ends
 //!
