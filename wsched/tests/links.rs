@@ -273,3 +273,18 @@ fn both_sides_failing_at_once_end_once_each() {
     }
     s.shutdown(PATIENCE);
 }
+
+#[test]
+fn processes_stopped_by_shutdown_are_reported_as_such_even_when_linked() {
+    let s = scheduler(1);
+    let a = s.spawn(support::Stubborn, "run", ()).unwrap();
+    let b = s.spawn(linker(), "run", ()).unwrap();
+    tell(&s, b, Do::Link(a));
+    // Both ignore shutdown's cancel, so both are stopped when its timeout runs out.
+    let report = s.shutdown(Duration::ZERO);
+    assert_eq!(report.stopped, vec![a, b]);
+    for pid in [a, b] {
+        let error = s.wait_timeout(pid, PATIENCE).unwrap_err();
+        assert_eq!(error.exit_reason(), Some(ExitReason::Killed));
+    }
+}

@@ -24,6 +24,9 @@
 //! * Linking to a process that has ended (or is ending), or never existed, signals the
 //!   caller at once with [`ExitReason::NoSuchProcess`]: an `Exit` message if it traps
 //!   exits; otherwise it is stopped when its current step returns.
+//! * Once shutdown's timeout has run out and it stops every process, a process that a
+//!   link stops is reported as stopped by shutdown ([`ExitReason::Killed`], listed in
+//!   the shutdown report), like every other process stopped then.
 //! * Once `unlink` returns, the link sends nothing more: a signal sent before it (an
 //!   `Exit` already in the mailbox, or a stop already decided) stays.
 //!

@@ -419,7 +419,9 @@ impl Shared {
         mut result: Result<Payload, ProcessError>,
     ) -> (Pid, ExitReason) {
         let pid = owned.cell().pid();
-        if matches!(result, Err(ProcessError::Stopped)) {
+        // Once shutdown stops everything, a stop is shutdown's (and listed in its
+        // report) whatever a link decided meanwhile.
+        if matches!(result, Err(ProcessError::Stopped)) && !self.is_stopping() {
             if let Some(linked) = self.monitors.take_kill(pid) {
                 result = Err(linked);
             }
