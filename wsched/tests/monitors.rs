@@ -77,7 +77,9 @@ fn an_outside_monitor_gets_one_down_with_the_reason() {
                 monitor: monitor.reference()
             }
         );
-        assert_eq!(monitor.try_down(), Some(down), "the Down stays");
+        assert_eq!(monitor.try_down(), Some(down.clone()), "the Down stays");
+        // A timeout too long for a deadline is no error.
+        assert_eq!(monitor.wait_timeout(Duration::MAX), Some(down));
         assert!(!monitor.demonitor(), "it had fired");
     }
     s.shutdown(PATIENCE);

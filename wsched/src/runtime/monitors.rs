@@ -220,11 +220,17 @@ impl Monitor {
     /// A scheduler dropped while the target still runs ends no process, so no `Down`
     /// comes: use a timeout that fits.
     pub fn wait_timeout(&self, timeout: Duration) -> Option<Down> {
-        let deadline = Instant::now() + timeout;
+        // A timeout too long to represent waits for as long as it takes.
+        let deadline = Instant::now().checked_add(timeout);
         let mut down = self.slot.down.lock();
         while down.is_none() {
-            if self.slot.filled.wait_until(&mut down, deadline).timed_out() {
-                break;
+            match deadline {
+                Some(deadline) => {
+                    if self.slot.filled.wait_until(&mut down, deadline).timed_out() {
+                        break;
+                    }
+                }
+                None => self.slot.filled.wait(&mut down),
             }
         }
         down.clone()
