@@ -14,6 +14,7 @@ use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
 use crate::process::IntoProcess;
 use crate::runtime::cell::{CellRef, NewProcess, ThinCell};
+use crate::runtime::MonitorRef;
 
 /// Handed to [`Process::init`](crate::Process::init): the process's own PID and a way to send messages,
 /// spawn processes, register names and arm timed messages on the scheduler (or the
@@ -201,6 +202,76 @@ impl Context {
     }
 }
 
+/// Monitors.
+impl Context {
+    /// Monitors `pid`: when it ends, this process gets exactly one
+    /// [`Down`](crate::Down) message (from `pid`) saying why, with the returned
+    /// reference. If `pid` has ended already (or is ending), or never existed, the
+    /// `Down` comes at once, with [`ExitReason::NoSuchProcess`](crate::ExitReason::NoSuchProcess).
+    /// Each call sets a monitor of its own, with its own `Down`. A monitor held by a
+    /// process that ends is removed with it. See
+    /// [`Down`](crate::Down) for an example, and [`Handle::monitor`](crate::Handle::monitor)
+    /// to watch from outside.
+    pub fn monitor(&self, pid: Pid) -> MonitorRef {
+        self.backend().monitor(self.pid(), pid)
+    }
+
+    /// Stops `monitor`. `true`: it was stopped before its `Down` was sent, and none
+    /// will come. `false`: its `Down` was sent already — it is in this process's
+    /// mailbox, still to be received (or it was stopped before). Nothing is sent
+    /// after `demonitor` returns.
+    pub fn demonitor(&self, monitor: MonitorRef) -> bool {
+        self.backend().demonitor(monitor)
+    }
+}
+
+/// Links.
+impl Context {
+    /// Links this process and `pid`, both ways: when either ends with a reason other
+    /// than [`ExitReason::Normal`](crate::ExitReason::Normal), the other is stopped
+    /// too (ending with [`ProcessError::Linked`](crate::ProcessError::Linked)) —
+    /// unless it [traps exits](Self::trap_exits), in which case it gets an
+    /// [`Exit`](crate::Exit) message instead (for normal ends too). Linking twice
+    /// changes nothing. If `pid` has ended (or is ending) or never existed, the signal
+    /// comes at once, with [`ExitReason::NoSuchProcess`](crate::ExitReason::NoSuchProcess):
+    /// this process then ends when its current step returns, unless it traps exits.
+    /// Call it from a step, not from `init`.
+    pub fn link(&self, pid: Pid) {
+        self.backend().link(self.pid(), pid);
+    }
+
+    /// Removes the link between this process and `pid`, both ways (nothing if there
+    /// was none). Once it returns the link sends nothing more; an `Exit` sent before
+    /// stays in the mailbox.
+    pub fn unlink(&self, pid: Pid) {
+        self.backend().unlink(self.pid(), pid);
+    }
+
+    /// Whether the ends of linked processes come to this process as
+    /// [`Exit`](crate::Exit) messages (`true`) or stop it when they are failures
+    /// (`false`, the default).
+    pub fn trap_exits(&self, on: bool) {
+        self.backend().trap_exits(self.pid(), on);
+    }
+
+    /// Like [`spawn`](Self::spawn), and links the child to this process before it
+    /// can run (see [`link`](Self::link)): even a child that fails in its first step
+    /// takes this process down (or sends it an `Exit`).
+    ///
+    /// # Errors
+    /// As [`spawn`](Self::spawn); no link is made then.
+    pub fn spawn_linked<P: IntoProcess>(
+        &self,
+        process: P,
+        method: &str,
+        input: impl IntoPayloads,
+    ) -> Result<Pid, SpawnError> {
+        let process = NewProcess::new(process.into_process(), method, input.into_payloads(), false)
+            .link_to_parent();
+        self.backend().spawn(Some(self.pid()), process)
+    }
+}
+
 impl Context {
     fn spawn_new<P: IntoProcess>(
         &self,
@@ -255,6 +326,19 @@ pub(crate) trait Backend: Send + Sync + 'static {
         delay: Duration,
         repeat: Repeat,
     ) -> Result<TimerRef, TimedSendError>;
+
+    /// `watcher` monitors `target` (see `runtime/monitors.rs`).
+    fn monitor(&self, watcher: Pid, target: Pid) -> MonitorRef;
+
+    /// Stops a monitor; `true` if its `Down` had not been sent.
+    fn demonitor(&self, monitor: MonitorRef) -> bool;
+
+    /// Links `me` and `other` (see `runtime/links.rs`).
+    fn link(&self, me: Pid, other: Pid);
+
+    fn unlink(&self, me: Pid, other: Pid);
+
+    fn trap_exits(&self, me: Pid, on: bool);
 }
 
 #[cfg(all(test, not(loom)))]

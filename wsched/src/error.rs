@@ -188,6 +188,15 @@ pub enum ProcessError {
     },
     /// Shutdown's timeout ran out before the process finished, so it was stopped.
     Stopped,
+    /// A process it was linked to ended with a failure, and this one did not trap
+    /// exits, so it was stopped too (see [`Context::link`](crate::Context::link)).
+    Linked {
+        /// The linked process that ended.
+        pid: Pid,
+        /// Why that one ended — or, if a link's failure ended it too, why the process
+        /// whose failure started the chain ended: never itself `Linked`.
+        reason: Box<crate::ExitReason>,
+    },
 }
 
 impl ProcessError {
@@ -208,6 +217,11 @@ impl fmt::Display for ProcessError {
                 write!(f, "process panicked in {phase}: {message}")
             }
             Self::Stopped => f.write_str("process was stopped by shutdown before it finished"),
+            Self::Linked { pid, reason } => write!(
+                f,
+                "process was stopped because linked process {pid} ended ({reason}); \
+                 trap exits to be told with a message instead"
+            ),
         }
     }
 }

@@ -16,6 +16,7 @@ pub mod command;
 mod context;
 mod entry_name;
 mod error;
+mod exit;
 mod fast_hash;
 mod payload;
 mod pid;
@@ -47,6 +48,7 @@ pub use error::{
     SendError, SendErrorKind, SendNamedError, SendNamedErrorKind, SpawnError, StepError,
     TimedSendError, TimedSendErrorKind, YieldError,
 };
+pub use exit::ExitReason;
 pub use payload::{IntoPayloads, Payload, PayloadTypeError, Payloads};
 pub use pid::Pid;
 pub use process::{
@@ -54,7 +56,8 @@ pub use process::{
     Tag, Yield,
 };
 pub use runtime::{
-    Builder, Handle, Metrics, ProcessInfo, ProcessState, Scheduler, ShutdownReport, WorkerMetrics,
+    Builder, Down, Exit, Handle, Metrics, Monitor, MonitorRef, ProcessInfo, ProcessState,
+    Scheduler, ShutdownReport, WorkerMetrics,
 };
 
 /// The README's example compiles: it is run as a doc test.

@@ -24,6 +24,16 @@
 //! processes it plays ([`TestProcess::register`]) and checks what is registered
 //! ([`TestProcess::whereis`]), and a process's names are freed when it ends.
 //!
+//! Monitors are recorded, not run: [`TestProcess::take_monitors`] gives the monitors
+//! the process set, and a test plays the target's end by sending the process the
+//! [`Down`] that [`Monitored::down`] builds — on the scheduler a `Down` is an ordinary
+//! message too. [`TestProcess::is_monitoring`] tells whether the process demonitored.
+//!
+//! Links are recorded too ([`TestProcess::links`], [`TestProcess::traps_exits`]); a
+//! test plays the end of a linked process with [`TestProcess::linked_exit`], which
+//! delivers an [`Exit`] message to a process that traps exits and stops one that does
+//! not, as the scheduler would.
+//!
 //! Panics inside the process are caught and reported as
 //! [`ProcessError::Panicked`]; a step that fails ends the process as on the scheduler,
 //! which also calls [`Process::close`] exactly once when the process ends.
@@ -82,6 +92,7 @@ use crate::error::{
     CancelError, InitError, Phase, ProcessError, RegisterError, SendError, SendErrorKind,
     SendNamedError, SendNamedErrorKind, SpawnError, StepError, TimedSendError, YieldError,
 };
+use crate::exit::ExitReason;
 use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
 use crate::process::{
@@ -89,6 +100,7 @@ use crate::process::{
     StepOutput, SuspendPoint, Tag, Yield,
 };
 use crate::runtime::cell::NewProcess;
+use crate::runtime::{Down, Exit, MonitorRef};
 
 /// A completion event for `tag` carrying `output` (build events for
 /// [`TestProcess::step_with`]).
@@ -215,6 +227,57 @@ impl fmt::Debug for TimedSent {
     }
 }
 
+/// A monitor a process set through its [`Context`] (`monitor`). Nothing fires it: a
+/// test plays the target's end by sending the watcher [`down`](Self::down).
+///
+/// ```
+/// use wsched::prelude::*;
+/// use wsched::testing::TestProcess;
+///
+/// /// Restarts nothing, but counts how its worker ended.
+/// struct Overseer;
+///
+/// #[process]
+/// impl Overseer {
+///     #[entry]
+///     fn oversee(&mut self, worker: Pid) -> Result<bool, BoxError> {
+///         this::monitor(worker);
+///         let down = recv!(Down)?;
+///         Ok(down.reason.is_normal())
+///     }
+/// }
+///
+/// let worker = Pid::from_raw(7);
+/// let mut t = TestProcess::start(Overseer, "oversee", (worker,)).unwrap();
+/// let monitored = t.take_monitors().remove(0);
+/// assert_eq!((monitored.watcher, monitored.target), (t.pid(), worker));
+/// assert!(t.is_monitoring(monitored.monitor));
+/// let down = monitored.down(ExitReason::Panicked { phase: wsched::Phase::Step, message: "boom".into() });
+/// t.send_from(Some(worker), down);
+/// assert!(!t.result::<bool>());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Monitored {
+    /// The process that set the monitor.
+    pub watcher: Pid,
+    /// The process it watches.
+    pub target: Pid,
+    /// The reference `monitor` returned.
+    pub monitor: MonitorRef,
+}
+
+impl Monitored {
+    /// The `Down` the watcher would get if the target ended with `reason` (send it
+    /// with [`TestProcess::send_from`], from the target).
+    pub fn down(&self, reason: ExitReason) -> Down {
+        Down {
+            pid: self.target,
+            reason,
+            monitor: self.monitor,
+        }
+    }
+}
+
 /// A process spawned through a [`Context`]: already initialised, not stepped yet.
 /// Drive it with [`TestProcess::from_spawned`].
 pub struct Spawned {
@@ -268,6 +331,14 @@ struct Recorder {
     /// Cancel requests made through a context: (by, target).
     cancels: Mutex<Vec<(Pid, Pid)>>,
     timed: Mutex<Vec<TimedSent>>,
+    next_monitor: AtomicU64,
+    monitors: Mutex<Vec<Monitored>>,
+    /// Monitors set and not demonitored.
+    active_monitors: Mutex<HashSet<MonitorRef>>,
+    /// Links, each as (smaller PID, larger PID).
+    links: Mutex<HashSet<(Pid, Pid)>>,
+    /// The processes that trap exits.
+    trapping: Mutex<HashSet<Pid>>,
     /// The family's names, and the processes of the family that ended (which can
     /// hold none).
     names: Mutex<HashMap<String, Pid>>,
@@ -283,6 +354,11 @@ impl Recorder {
             spawned: Mutex::new(Vec::new()),
             cancels: Mutex::new(Vec::new()),
             timed: Mutex::new(Vec::new()),
+            next_monitor: AtomicU64::new(1),
+            monitors: Mutex::new(Vec::new()),
+            active_monitors: Mutex::new(HashSet::new()),
+            links: Mutex::new(HashSet::new()),
+            trapping: Mutex::new(HashSet::new()),
             names: Mutex::new(HashMap::new()),
             ended: Mutex::new(HashSet::new()),
         })
@@ -302,7 +378,8 @@ impl Recorder {
         Context::new(pid, self.arc())
     }
 
-    /// `pid` ended: it can no longer hold names.
+    /// `pid` ended: it can no longer hold names. (Its links stay until a test plays
+    /// the signal with `linked_exit`.)
     fn end(&self, pid: Pid) {
         self.ended.lock().insert(pid);
         self.names.lock().retain(|_, holder| *holder != pid);
@@ -315,6 +392,10 @@ impl Backend for Recorder {
         let method = process.entry().to_owned();
         let input = process.take_input();
         init_process(&mut process, self.context(pid), &method, input)?;
+        if process.links_to_parent() {
+            let parent = parent.expect("only a process spawns linked");
+            self.links.lock().insert(link_key(parent, pid));
+        }
         self.spawned.lock().push(SpawnRecord {
             pid,
             parent,
@@ -407,6 +488,46 @@ impl Backend for Recorder {
         });
         Ok(TimerRef::recorded(state))
     }
+
+    fn monitor(&self, watcher: Pid, target: Pid) -> MonitorRef {
+        let id = self.next_monitor.fetch_add(1, Ordering::Relaxed);
+        let monitor = MonitorRef::new(id, target);
+        self.monitors.lock().push(Monitored {
+            watcher,
+            target,
+            monitor,
+        });
+        self.active_monitors.lock().insert(monitor);
+        monitor
+    }
+
+    fn demonitor(&self, monitor: MonitorRef) -> bool {
+        self.active_monitors.lock().remove(&monitor)
+    }
+
+    fn link(&self, me: Pid, other: Pid) {
+        if me != other {
+            self.links.lock().insert(link_key(me, other));
+        }
+    }
+
+    fn unlink(&self, me: Pid, other: Pid) {
+        self.links.lock().remove(&link_key(me, other));
+    }
+
+    fn trap_exits(&self, me: Pid, on: bool) {
+        let mut trapping = self.trapping.lock();
+        if on {
+            trapping.insert(me);
+        } else {
+            trapping.remove(&me);
+        }
+    }
+}
+
+/// A link as the recorder keeps it: the same both ways.
+fn link_key(a: Pid, b: Pid) -> (Pid, Pid) {
+    (a.min(b), a.max(b))
 }
 
 /// Where a [`TestProcess`] stands.
@@ -532,6 +653,9 @@ impl TestProcess {
         let input = process.take_input();
         if let Err(e) = init_process(&mut process, self.recorder.context(pid), &method, input) {
             panic!("the spawned process could not start: {e}");
+        }
+        if process.links_to_parent() {
+            self.recorder.link(self.pid, pid);
         }
         let mut t = Self::new(Box::new(process), pid, method, self.recorder.clone());
         t.step();
@@ -906,6 +1030,74 @@ impl TestProcess {
             .partition(|t| t.from == Some(self.pid));
         *timed = others;
         mine
+    }
+
+    /// Takes the monitors this process set through its context, in order (see
+    /// [`Monitored`]).
+    pub fn take_monitors(&mut self) -> Vec<Monitored> {
+        let mut monitors = self.recorder.monitors.lock();
+        let (mine, others) = std::mem::take(&mut *monitors)
+            .into_iter()
+            .partition(|m| m.watcher == self.pid);
+        *monitors = others;
+        mine
+    }
+
+    /// The processes linked to this one (sorted): made through its context (`link`,
+    /// `spawn_linked`, `Spawn::linked`) or by a process of its family linking to it,
+    /// and not unlinked. A link to a process that ended stays until the test plays
+    /// that end with [`linked_exit`](Self::linked_exit).
+    pub fn links(&self) -> Vec<Pid> {
+        let mut links: Vec<Pid> = self
+            .recorder
+            .links
+            .lock()
+            .iter()
+            .filter_map(|&(a, b)| match self.pid {
+                pid if pid == a => Some(b),
+                pid if pid == b => Some(a),
+                _ => None,
+            })
+            .collect();
+        links.sort();
+        links
+    }
+
+    /// Whether the process traps exits (see [`Context::trap_exits`]).
+    pub fn traps_exits(&self) -> bool {
+        self.recorder.trapping.lock().contains(&self.pid)
+    }
+
+    /// Plays the end of `pid`, a process linked to this one, with `reason`, as the
+    /// scheduler would signal it: the link goes; a process that traps exits is
+    /// stepped with an [`Exit`] message from `pid`; one that does not is stopped —
+    /// closed, ending with [`ProcessError::Linked`] — unless `reason` is normal, when
+    /// nothing happens. Returns whether they were linked (if not, nothing happens).
+    ///
+    /// # Panics
+    /// If the process has ended.
+    #[track_caller]
+    pub fn linked_exit(&mut self, pid: Pid, reason: ExitReason) -> bool {
+        assert!(!self.is_ended(), "the process has ended: it is {self}");
+        if !self.recorder.links.lock().remove(&link_key(self.pid, pid)) {
+            return false;
+        }
+        if self.traps_exits() {
+            self.send_from(Some(pid), Exit { pid, reason });
+        } else if !reason.is_normal() {
+            let reason = match reason {
+                ExitReason::Linked { reason, .. } => reason,
+                other => Box::new(other),
+            };
+            self.fail_with(ProcessError::Linked { pid, reason });
+            self.close();
+        }
+        true
+    }
+
+    /// Whether `monitor` is set and was not demonitored.
+    pub fn is_monitoring(&self, monitor: MonitorRef) -> bool {
+        self.recorder.active_monitors.lock().contains(&monitor)
     }
 
     /// Registers `pid` under `name` in the names this process and its family see,

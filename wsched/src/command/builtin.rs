@@ -60,6 +60,15 @@ impl Spawn {
         }
     }
 
+    /// Like [`new`](Self::new), and the child is linked to the spawning process before
+    /// it can run (see [`Context::spawn_linked`](crate::Context::spawn_linked)).
+    pub fn linked<P: IntoProcess>(process: P, method: &str, input: impl IntoPayloads) -> Self {
+        Self {
+            process: NewProcess::new(process.into_process(), method, input.into_payloads(), false)
+                .link_to_parent(),
+        }
+    }
+
     /// The entry the child will run.
     pub fn method(&self) -> &str {
         self.process.entry()
@@ -71,6 +80,7 @@ impl fmt::Debug for Spawn {
         f.debug_struct("Spawn")
             .field("method", &self.method())
             .field("detached", &self.process.is_detached())
+            .field("linked", &self.process.links_to_parent())
             .finish_non_exhaustive()
     }
 }

@@ -6,7 +6,9 @@
 
 pub use crate::command::{Command, Join, Sleep, Spawn, TimerRef};
 pub use crate::error::{BoxError, YieldError};
+pub use crate::exit::ExitReason;
 pub use crate::payload::Payload;
 pub use crate::pid::Pid;
 pub use crate::process::{Message, Tag};
+pub use crate::runtime::{Down, Exit, MonitorRef};
 pub use crate::{process, recv, this, yield_all, yield_cmd, RecvError};

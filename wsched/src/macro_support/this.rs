@@ -92,6 +92,7 @@ use crate::error::{
 use crate::payload::IntoPayloads;
 use crate::pid::Pid;
 use crate::process::IntoProcess;
+use crate::runtime::MonitorRef;
 use std::any::Any;
 use std::time::Duration;
 
@@ -290,6 +291,73 @@ pub fn send_interval<T: Any + Send + Clone>(
 ) -> Result<TimerRef, TimedSendError> {
     io::with_context("wsched::this::context()", |ctx| {
         ctx.send_interval(to, message, period)
+    })
+}
+
+/// Monitors `pid`: this process gets one [`Down`](crate::Down) message when it ends
+/// (at once, with [`ExitReason::NoSuchProcess`](crate::ExitReason::NoSuchProcess), if it
+/// is not live). See [`Context::monitor`].
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn monitor(pid: Pid) -> MonitorRef {
+    io::with_context("wsched::this::context()", |ctx| ctx.monitor(pid))
+}
+
+/// Stops `monitor`; `true` if its `Down` had not been sent (then none comes). See
+/// [`Context::demonitor`].
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn demonitor(monitor: MonitorRef) -> bool {
+    io::with_context("wsched::this::context()", |ctx| ctx.demonitor(monitor))
+}
+
+/// Links this process and `pid`, both ways. See [`Context::link`].
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn link(pid: Pid) {
+    io::with_context("wsched::this::context()", |ctx| ctx.link(pid));
+}
+
+/// Removes the link between this process and `pid`. See [`Context::unlink`].
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn unlink(pid: Pid) {
+    io::with_context("wsched::this::context()", |ctx| ctx.unlink(pid));
+}
+
+/// Whether linked processes' ends come as [`Exit`](crate::Exit) messages. See
+/// [`Context::trap_exits`].
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn trap_exits(on: bool) {
+    io::with_context("wsched::this::context()", |ctx| ctx.trap_exits(on));
+}
+
+/// Spawns a process linked to this one. See [`Context::spawn_linked`].
+///
+/// # Errors
+/// As [`spawn`].
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn spawn_linked<P: IntoProcess>(
+    process: P,
+    method: &str,
+    input: impl IntoPayloads,
+) -> Result<Pid, SpawnError> {
+    io::with_context("wsched::this::context()", |ctx| {
+        ctx.spawn_linked(process, method, input)
     })
 }
 

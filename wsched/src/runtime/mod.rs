@@ -9,6 +9,8 @@
 //! | `state.rs` | the process state machine (one atomic word) |
 //! | `registry.rs` | the PID table (a slab indexed by PID) |
 //! | `names.rs` | the name table: processes registered under names |
+//! | `monitors.rs` | monitors: `Down` messages when a watched process ends; the table monitors and links share |
+//! | `links.rs` | links: processes that end together, or trap the other's end as `Exit` messages |
 //! | `queue/` | the per-worker deque, the LIFO slot and the global injection queue |
 //! | `idle.rs` | spinning, parking and waking workers |
 //! | `live.rs` | the live-process count, per worker, that shutdown waits on |
@@ -22,8 +24,10 @@ mod tests;
 mod builder;
 pub(crate) mod cell;
 mod idle;
+mod links;
 mod live;
 mod metrics;
+mod monitors;
 mod names;
 mod registry;
 mod scheduler;
@@ -32,7 +36,9 @@ mod state;
 mod worker;
 
 pub use builder::Builder;
+pub use links::Exit;
 pub use metrics::{Metrics, ProcessInfo, WorkerMetrics};
+pub use monitors::{Down, Monitor, MonitorRef};
 pub use scheduler::{Handle, Scheduler, ShutdownReport};
 pub use state::ProcessState;
 

@@ -10,6 +10,7 @@ use parking_lot::Mutex;
 use super::builder::Builder;
 use super::cell::NewProcess;
 use super::metrics::{Metrics, ProcessInfo};
+use super::monitors::Monitor;
 use super::shared::Shared;
 use crate::command::timed::{self, Repeat};
 use crate::command::TimerRef;
@@ -169,6 +170,11 @@ impl Scheduler {
     /// As [`Handle::wait_timeout`].
     pub fn wait_timeout(&self, pid: Pid, timeout: Duration) -> Result<Payload, JoinError> {
         self.handle.wait_timeout(pid, timeout)
+    }
+
+    /// See [`Handle::monitor`].
+    pub fn monitor(&self, pid: Pid) -> Monitor {
+        self.handle.monitor(pid)
     }
 
     /// See [`Handle::register`].
@@ -512,6 +518,17 @@ impl Handle {
         self.shared
             .names
             .send(&self.shared, None, name, Payload::new(message))
+    }
+
+    /// Monitors `pid` from outside: the returned [`Monitor`] receives exactly one
+    /// [`Down`](crate::Down) when `pid` ends — at once, with
+    /// [`ExitReason::NoSuchProcess`](crate::ExitReason::NoSuchProcess), if it has
+    /// ended already, is ending, or never existed. A thread waits for it with
+    /// [`Monitor::wait_timeout`]; dropping the monitor (or
+    /// [`Monitor::demonitor`]) stops it. Processes monitor with
+    /// [`Context::monitor`](crate::Context::monitor) and get the `Down` as a message.
+    pub fn monitor(&self, pid: Pid) -> Monitor {
+        self.shared.monitors.monitor_from_thread(self, pid)
     }
 
     /// Sends `message` (with no sender PID) to `to` once `delay` has passed: never

@@ -9,6 +9,7 @@ use super::live::LiveCount;
 use super::metrics::{
     process_totals, Metrics, ProcessCounts, ProcessEvent, ProcessInfo, WorkerCounters,
 };
+use super::monitors::{MonitorRef, Monitors};
 use super::names::Names;
 use super::queue::inject::Inject;
 use super::queue::lifo::LifoSlot;
@@ -26,6 +27,7 @@ use crate::error::{
     CancelError, JoinError, Phase, ProcessError, RegisterError, SendError, SendErrorKind,
     SendNamedError, SpawnError, TimedSendError,
 };
+use crate::exit::ExitReason;
 use crate::payload::Payload;
 use crate::pid::Pid;
 use crate::process::{init_process, Event, Message};
@@ -54,6 +56,8 @@ pub(crate) struct Shared {
     pub(crate) blocking: Arc<BlockingPool>,
     /// The name table (see `names.rs`).
     pub(crate) names: Names,
+    /// The monitor table (see `monitors.rs`).
+    pub(crate) monitors: Monitors,
     pub(crate) timers: Arc<Timers>,
     /// Processes spawned (counted from before `init` runs) and not yet ended.
     live: LiveCount,
@@ -98,6 +102,7 @@ impl Shared {
             handlers: parts.handlers,
             blocking: parts.blocking,
             names: Names::new(),
+            monitors: Monitors::new(),
             timers: parts.timers,
             live: LiveCount::new(parts.workers),
             flags: CachePadded::new(Flags {
@@ -133,6 +138,7 @@ impl Shared {
     ) -> Result<Pid, SpawnError> {
         debug_assert!(std::ptr::eq(handle.shared(), self));
         let caller = worker::caller(self);
+        let linked = process.links_to_parent();
         self.live.add(caller);
         // Dekker with `stop_accepting`: the fences order "count, then check" here
         // against "clear, then count" there (SeqCst accesses alone would do in C++,
@@ -159,6 +165,11 @@ impl Shared {
             }
         };
         self.count(caller, ProcessEvent::Spawned);
+        if linked {
+            // Before it is published: it can neither run nor end unlinked.
+            let parent = parent.expect("only a process spawns linked");
+            self.monitors.link_spawned(parent, pid);
+        }
         self.registry.publish(cell.clone());
         // Shutdown clears `accepting` (then sets `stopping`) before it sweeps the PID
         // table shard by shard; the shard lock orders this registration against the
@@ -326,9 +337,26 @@ impl Shared {
     // ---- ending processes -----------------------------------------------------
 
     /// Ends the process `owned` refers to: closes its mailbox, calls `close` (a panic
-    /// there turns the result into an error), publishes the result.
-    pub(crate) fn finish(&self, mut owned: Owned<'_>, mut result: Result<Payload, ProcessError>) {
+    /// there turns the result into an error), publishes the result, then — once
+    /// monitors or links are in use — tells its watchers and links.
+    pub(crate) fn finish(&self, owned: Owned<'_>, result: Result<Payload, ProcessError>) {
+        if let Some((pid, reason)) = self.end(owned, result) {
+            self.tell_watchers(pid, reason);
+        }
+    }
+
+    /// All of [`finish`](Self::finish) but telling the watchers: `Some` (the PID and
+    /// its reason) when that is still to do.
+    #[inline]
+    fn end(
+        &self,
+        mut owned: Owned<'_>,
+        mut result: Result<Payload, ProcessError>,
+    ) -> Option<(Pid, ExitReason)> {
         let leftovers = owned.close_mailbox();
+        // Read after the mailbox is closed, which orders it against a monitor or a
+        // link being set (see `monitors.rs`). One relaxed load until then.
+        let watched = self.monitors.used();
         if let Err(message) = owned.close_body() {
             result = Err(ProcessError::Panicked {
                 phase: Phase::Close,
@@ -345,7 +373,16 @@ impl Shared {
         if owned.cell().timers().may_have_pending() {
             self.timers.cancel_process(owned.cell().timers());
         }
+        if watched {
+            return Some(self.end_watched(owned, result));
+        }
+        self.publish(owned, result);
+        None
+    }
 
+    /// Counts the end and publishes the result, then frees the names.
+    #[inline]
+    fn publish(&self, owned: Owned<'_>, result: Result<Payload, ProcessError>) {
         let event = match &result {
             Ok(_) => ProcessEvent::Finished,
             Err(ProcessError::Stopped) => {
@@ -368,6 +405,52 @@ impl Shared {
         // name is first registered.
         if self.names.used() {
             self.names.release(pid);
+        }
+    }
+
+    /// [`publish`](Self::publish) once monitors or links are in use: a stop decided
+    /// by a link is reported as such, and the reason is worked out before the result
+    /// is handed out. Out of line: the end of a scheduler that never monitored or
+    /// linked does not carry it.
+    #[inline(never)]
+    fn end_watched(
+        &self,
+        owned: Owned<'_>,
+        mut result: Result<Payload, ProcessError>,
+    ) -> (Pid, ExitReason) {
+        let pid = owned.cell().pid();
+        // Once shutdown stops everything, a stop is shutdown's (and listed in its
+        // report) whatever a link decided meanwhile.
+        if matches!(result, Err(ProcessError::Stopped)) && !self.is_stopping() {
+            if let Some(linked) = self.monitors.take_kill(pid) {
+                result = Err(linked);
+            }
+        }
+        let reason = ExitReason::of(&result);
+        self.publish(owned, result);
+        (pid, reason)
+    }
+
+    /// Sends `pid`'s `Down`s and link signals, then stops the processes its links
+    /// take down with it — in a loop, not by recursion, however long the chain.
+    #[inline(never)]
+    fn tell_watchers(&self, pid: Pid, reason: ExitReason) {
+        let mut kills = Vec::new();
+        self.monitors.process_ended(self, pid, &reason, &mut kills);
+        self.stop_linked(kills);
+    }
+
+    /// Stops the processes in `kills` (and those their ends add), whom a link's
+    /// failure takes down (see `links.rs`).
+    pub(crate) fn stop_linked(&self, mut kills: Vec<CellRef>) {
+        while let Some(cell) = kills.pop() {
+            let Some(owned) = cell.request_stop() else {
+                // Running: flagged, its worker ends it when its step returns. Or done.
+                continue;
+            };
+            if let Some((pid, reason)) = self.end(owned, Err(ProcessError::Stopped)) {
+                self.monitors.process_ended(self, pid, &reason, &mut kills);
+            }
         }
     }
 
@@ -602,5 +685,29 @@ impl Backend for Header {
         repeat: Repeat,
     ) -> Result<TimerRef, TimedSendError> {
         timed::arm(self.handle(), from, to, delay, repeat)
+    }
+
+    fn monitor(&self, watcher: Pid, target: Pid) -> MonitorRef {
+        let shared = self.handle().shared();
+        shared
+            .monitors
+            .monitor_from_process(shared, watcher, target)
+    }
+
+    fn demonitor(&self, monitor: MonitorRef) -> bool {
+        self.handle().shared().monitors.demonitor(monitor)
+    }
+
+    fn link(&self, me: Pid, other: Pid) {
+        let shared = self.handle().shared();
+        shared.monitors.link(shared, me, other);
+    }
+
+    fn unlink(&self, me: Pid, other: Pid) {
+        self.handle().shared().monitors.unlink(me, other);
+    }
+
+    fn trap_exits(&self, me: Pid, on: bool) {
+        self.handle().shared().monitors.trap_exits(me, on);
     }
 }

@@ -137,8 +137,11 @@ const BODY_LIVE: u64 = 1 << 63;
 /// In [`Header::steps`]: the process's result is discarded when it finishes. Set
 /// when the cell is made, never changed.
 const DETACHED: u64 = 1 << 62;
+/// In [`Header::steps`]: the process is to be linked to its parent when it is
+/// spawned (`spawn_linked`). Set before the cell is shared, read once by the spawn.
+const LINK_PARENT: u64 = 1 << 61;
 /// The step count's bits in [`Header::steps`].
-const STEP_COUNT: u64 = DETACHED - 1;
+const STEP_COUNT: u64 = LINK_PARENT - 1;
 
 impl<B: ?Sized> Drop for ProcessCell<B> {
     /// A cell dropped with a live body is one whose process never ran to its end: it
@@ -408,6 +411,23 @@ impl NewProcess {
         self.0.is_detached()
     }
 
+    /// Asks for the process to be linked to its parent as it is spawned, before it
+    /// can run (see `runtime/links.rs`).
+    pub(crate) fn link_to_parent(mut self) -> Self {
+        let steps = &self.header_mut().steps;
+        steps.store(
+            steps.load(Ordering::Relaxed) | LINK_PARENT,
+            Ordering::Relaxed,
+        );
+        self
+    }
+
+    /// Whether it is to be linked to its parent as it is spawned.
+    #[inline]
+    pub(crate) fn links_to_parent(&self) -> bool {
+        self.0.steps.load(Ordering::Relaxed) & LINK_PARENT != 0
+    }
+
     fn header_mut(&mut self) -> &mut Header {
         &mut CellRef::get_mut(&mut self.0)
             .expect("an unspawned process's cell is not shared")
@@ -555,6 +575,13 @@ impl Header {
         self.suspended_at
             .with(|point| unsafe { *point })
             .map(PackedPoint::unpack)
+    }
+
+    /// Whether the mailbox is closed: the process has ended or is ending. Takes the
+    /// mailbox lock, which is what orders a monitor against the end (see
+    /// `monitors.rs`).
+    pub(crate) fn is_closing(&self) -> bool {
+        self.mailbox.lock().is_closed()
     }
 
     /// Queues `event`. `Ok(true)`: the caller woke the process and must schedule it.

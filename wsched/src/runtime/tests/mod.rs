@@ -13,7 +13,11 @@ mod loom_idle;
 #[cfg(loom)]
 mod loom_lifo;
 #[cfg(loom)]
+mod loom_links;
+#[cfg(loom)]
 mod loom_local_queue;
+#[cfg(loom)]
+mod loom_monitors;
 #[cfg(loom)]
 mod loom_names;
 #[cfg(loom)]
