@@ -62,13 +62,13 @@ impl CellRef {
     }
 
     /// Whether `a` and `b` are references to the same cell.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn ptr_eq(a: &Self, b: &Self) -> bool {
         ptr::addr_eq(a.0.as_ptr(), b.0.as_ptr())
     }
 
     /// How many references the cell has (a snapshot, for tests).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn count(this: &Self) -> usize {
         this.refs.load(Ordering::Relaxed)
     }
