@@ -96,8 +96,6 @@ struct Core {
     /// The strides that visit every victim once (computed once: searching runs
     /// often, and this was a fresh `Vec` per search).
     strides: Box<[usize]>,
-    /// The timeout of the next sleep spent watching LIFO slots (see `park`).
-    watch: Duration,
 }
 
 struct Current {
@@ -246,7 +244,6 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
         searching: false,
         rng: FastRand::new(index as u64),
         strides: coprimes(shared.stealers.len()).into_boxed_slice(),
-        watch: WATCH_FIRST,
     }));
     super::cell::keep_blocks_on_this_thread();
     CURRENT.with(|current| {
@@ -260,12 +257,15 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
     let mut events = Vec::new();
     let mut out = StepOutput::new();
     let mut idle_rounds = 0u32;
+    // The timeout of the next sleep spent watching LIFO slots (see `park`): a local,
+    // as it is reset after every task.
+    let mut watch = WATCH_FIRST;
     while !shared.is_terminated() {
         let task = core.borrow_mut().next_task(shared);
         match task {
             Some(task) => {
                 idle_rounds = 0;
-                core.borrow_mut().watch = WATCH_FIRST;
+                watch = WATCH_FIRST;
                 shared.counters[index].steps.add(1);
                 // `run_task` takes the task out only to requeue it (moving the
                 // reference count into the queue instead of cloning it); until then
@@ -286,7 +286,7 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
                     }
                 } else if idle_rounds < YIELD_ROUNDS {
                     thread::yield_now();
-                } else if park(shared, &core) == Parked::Woken {
+                } else if park(shared, &core, &mut watch) == Parked::Woken {
                     idle_rounds = 0;
                 } else {
                     // Back from watching: one search (which takes a stranded LIFO
@@ -491,7 +491,9 @@ enum Parked {
     TimedOut,
 }
 
-fn park(shared: &Shared, core: &Rc<RefCell<Core>>) -> Parked {
+/// Parks this worker; `watch` is the timeout of a sleep spent watching LIFO slots,
+/// doubled here when it runs out.
+fn park(shared: &Shared, core: &Rc<RefCell<Core>>, watch: &mut Duration) -> Parked {
     let (index, was_searching) = {
         let mut core = core.borrow_mut();
         let searching = core.searching;
@@ -512,14 +514,11 @@ fn park(shared: &Shared, core: &Rc<RefCell<Core>>) -> Parked {
     }
     shared.counters[index].parks.add(1);
     // Read after registering (and its fence): see "Watching LIFO slots" in idle.rs.
-    let watch = core.borrow().lifo_to_watch(shared);
-    if watch {
-        let timeout = core.borrow().watch;
-        if !shared.idle.park_watching(index, timeout) {
+    if core.borrow().lifo_to_watch(shared) {
+        if !shared.idle.park_watching(index, *watch) {
             // Timed out, awake, not searching: look around (a stranded process is
             // taken by `steal_lifo`), and sleep longer next time if there is nothing.
-            let mut core = core.borrow_mut();
-            core.watch = (core.watch * 2).min(WATCH_MAX);
+            *watch = (*watch * 2).min(WATCH_MAX);
             return Parked::TimedOut;
         }
     } else {
