@@ -1,6 +1,7 @@
 //! What a running process can do to the world outside its own steps.
 
 use std::any::Any;
+use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +13,7 @@ use crate::error::{
 };
 use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
-use crate::process::IntoProcess;
+use crate::process::{IntoProcess, Message};
 use crate::runtime::cell::{CellRef, NewProcess, ThinCell};
 use crate::runtime::MonitorRef;
 
@@ -54,6 +55,12 @@ impl Context {
         Self {
             backend: BackendRef::Process(ThinCell::new(cell)),
         }
+    }
+
+    /// Hands the messages this process took in and never received to the
+    /// scheduler's dead letters (a `#[process]` machine's buffer, as it closes).
+    pub(crate) fn hand_over_unreceived(&self, messages: &mut VecDeque<Message>) {
+        self.backend().dead_letters(self.pid(), messages);
     }
 
     fn backend(&self) -> &dyn Backend {
@@ -339,6 +346,13 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn unlink(&self, me: Pid, other: Pid);
 
     fn trap_exits(&self, me: Pid, on: bool);
+
+    /// Takes messages `to` took in and never received, as it ends (see
+    /// `runtime/dead_letters.rs`). Runners without a dead-letter hook drop them.
+    fn dead_letters(&self, to: Pid, messages: &mut VecDeque<Message>) {
+        let _ = to;
+        crate::runtime::drop_all_quietly(messages.drain(..));
+    }
 }
 
 #[cfg(all(test, not(loom)))]

@@ -284,6 +284,13 @@ where
     }
 
     fn close(&mut self) {
+        // Messages taken in that no `recv!` received are dead letters (see
+        // `runtime/dead_letters.rs`): one branch on the buffer when there are none.
+        if !self.io.mailbox.is_empty() {
+            if let Some(ctx) = &self.ctx {
+                ctx.hand_over_unreceived(&mut self.io.mailbox);
+            }
+        }
         self.finish();
     }
 

@@ -3,10 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::dead_letters::{DeadLetter, DeadLetterHook, DeadLetters};
 use super::queue::inject::GLOBAL_BATCH;
 use super::queue::local;
 use super::scheduler::{Handle, Scheduler};
 use super::shared::{Shared, SharedParts};
+use super::unobserved::{FailureHook, FailureReport, UnobservedFailures};
 use super::worker;
 use crate::command::blocking::BlockingPool;
 use crate::command::handler::{Handlers, Placement, Registration};
@@ -40,6 +42,8 @@ pub struct Builder {
     blocking_threads: usize,
     blocking_keep_alive: Duration,
     registrations: Vec<Registration>,
+    on_unobserved_failure: Option<FailureHook>,
+    on_dead_letter: Option<DeadLetterHook>,
     /// The timer service's clock (the system's unless a test says otherwise).
     #[cfg(test)]
     timer_clock: Option<Clock>,
@@ -54,6 +58,8 @@ impl Builder {
             blocking_threads: 64,
             blocking_keep_alive: Duration::from_secs(10),
             registrations: Vec::new(),
+            on_unobserved_failure: None,
+            on_dead_letter: None,
             #[cfg(test)]
             timer_clock: None,
         }
@@ -136,6 +142,53 @@ impl Builder {
         self
     }
 
+    /// Calls `hook` with each failure nobody observes: a detached process that ends
+    /// with an error, a panic or a linked process's failure while nothing monitors
+    /// or links to it, and, when the scheduler is dropped, each joinable process
+    /// whose failed result nobody claimed. See [`FailureReport`] for the exact
+    /// rule. The default prints one line per failure to stderr (PID, entry, reason).
+    /// Either way each is counted in [`Metrics::unobserved_failures`](crate::Metrics).
+    ///
+    /// The hook runs on the thread that ends the process (usually a worker), under
+    /// no runtime lock, once per failure; it must not block. A panic in it is
+    /// caught.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use wsched::Scheduler;
+    ///
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let log = seen.clone();
+    /// let scheduler = Scheduler::builder()
+    ///     .on_unobserved_failure(move |report| log.lock().unwrap().push(report.pid))
+    ///     .build()?;
+    /// # Ok::<(), wsched::BuildError>(())
+    /// ```
+    pub fn on_unobserved_failure<F>(mut self, hook: F) -> Self
+    where
+        F: Fn(&FailureReport) + Send + Sync + 'static,
+    {
+        self.on_unobserved_failure = Some(Box::new(hook));
+        self
+    }
+
+    /// Gives `hook` each message still unread when its process ends (a
+    /// [`DeadLetter`]: the process, the sender if known, and the payload, which the
+    /// hook owns and may keep). Without a hook they are dropped; either way each
+    /// is counted in [`Metrics::dead_letters`](crate::Metrics). For `#[process]`
+    /// processes this includes messages taken in that no `recv!` received.
+    ///
+    /// The hook runs on the thread that ends the process (usually a worker), under
+    /// no runtime lock, in the order the messages arrived; it must not block. A
+    /// panic in it is caught.
+    pub fn on_dead_letter<F>(mut self, hook: F) -> Self
+    where
+        F: Fn(DeadLetter) + Send + Sync + 'static,
+    {
+        self.on_dead_letter = Some(Box::new(hook));
+        self
+    }
+
     /// Starts the scheduler's threads.
     ///
     /// # Errors
@@ -172,6 +225,8 @@ impl Builder {
                 format!("{}-blocking", self.thread_name),
             )),
             timers,
+            dead_letters: DeadLetters::new(self.on_dead_letter),
+            unobserved: UnobservedFailures::new(self.on_unobserved_failure),
         });
 
         let mut threads = Vec::with_capacity(workers);
@@ -208,6 +263,11 @@ impl std::fmt::Debug for Builder {
             .field("blocking_threads", &self.blocking_threads)
             .field("blocking_keep_alive", &self.blocking_keep_alive)
             .field("handlers", &self.registrations.len())
+            .field(
+                "on_unobserved_failure",
+                &self.on_unobserved_failure.is_some(),
+            )
+            .field("on_dead_letter", &self.on_dead_letter.is_some())
             .finish()
     }
 }

@@ -165,11 +165,20 @@ pub struct Metrics {
     /// that fell due after their target had ended (an interval counts the one that
     /// found its target gone, and stops), and those still pending when the scheduler
     /// shut down (their targets had all ended). Messages still unread in a mailbox
-    /// when its process ends are not counted here.
+    /// when its process ends are not counted here, but in
+    /// [`dead_letters`](Self::dead_letters).
     pub undelivered_timed_messages: u64,
     /// Threads of the blocking pool alive right now (idle ones retire after the
     /// keep-alive).
     pub blocking_threads: usize,
+    /// Failures nobody joined, monitored or linked to, reported to the
+    /// [`on_unobserved_failure`](crate::Builder::on_unobserved_failure) hook
+    /// (see [`FailureReport`](crate::FailureReport) for the rule).
+    pub unobserved_failures: u64,
+    /// Messages still unread when their process ended, handed to the
+    /// [`on_dead_letter`](crate::Builder::on_dead_letter) hook if there is one
+    /// (see [`DeadLetter`](crate::DeadLetter)).
+    pub dead_letters: u64,
 }
 
 impl Metrics {

@@ -440,7 +440,8 @@ impl Monitors {
     /// processes a signal is to stop are added to `kills`, for the caller to stop
     /// outside every lock), removes the monitors it held and its watchers' records of
     /// their monitors on it, then sends the `Down`s — last, so that whoever gets one
-    /// finds the table already clean. Out of line: ends of processes without monitors
+    /// finds the table already clean. Returns whether anything observed the end (a
+    /// link was signalled or a `Down` sent: see `unobserved.rs`). Out of line: ends of processes without monitors
     /// should not carry it.
     #[inline(never)]
     pub(crate) fn process_ended(
@@ -449,11 +450,11 @@ impl Monitors {
         pid: Pid,
         reason: &ExitReason,
         kills: &mut Vec<CellRef>,
-    ) {
+    ) -> bool {
         let (links, watching, watchers) = {
             let mut shard = self.shard(pid).lock();
             let Some(entry) = shard.get_mut(&pid) else {
-                return;
+                return false;
             };
             let watchers: Vec<(Pid, MonitorRef)> = entry
                 .watchers
@@ -469,8 +470,9 @@ impl Monitors {
                 watchers,
             )
         };
-        for linked in links {
-            self.signal_link(shared, linked, pid, reason, kills);
+        let linked = !links.is_empty();
+        for other in links {
+            self.signal_link(shared, other, pid, reason, kills);
         }
         // One shard at a time. No monitor can be added on `pid` meanwhile (its
         // mailbox is closed); one removed meanwhile by `demonitor` is not sent.
@@ -482,8 +484,11 @@ impl Monitors {
         }
         let mut shard = self.shard(pid).lock();
         let Some(entry) = shard.remove(&pid) else {
-            return;
+            return linked;
         };
+        // Observed when a link was signalled or a `Down` goes out (see
+        // `unobserved.rs`).
+        let observed = linked || !entry.watchers.is_empty();
         // Sent under the shard lock: `demonitor` either removed a monitor before, or
         // finds its `Down` sent (see the module docs).
         for watch in entry.watchers {
@@ -494,6 +499,7 @@ impl Monitors {
             };
             deliver(shared, &watch.watcher, down);
         }
+        observed
     }
 
     /// Removes `reference` from what `watcher` watches.

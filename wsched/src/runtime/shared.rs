@@ -1,9 +1,12 @@
 //! What all workers and handles share: spawning, sending, scheduling, finishing.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::cell::{CellRef, Header, NewProcess, Owned, ResultWaiter};
+use super::cell::{CellRef, Header, NewProcess, Owned, ProcessCell, ResultWaiter};
+use super::dead_letters::DeadLetters;
+use super::drop_quietly;
 use super::idle::Idle;
 use super::live::LiveCount;
 use super::metrics::{
@@ -15,8 +18,8 @@ use super::queue::inject::Inject;
 use super::queue::lifo::LifoSlot;
 use super::queue::local::{Overflow, Steal};
 use super::registry::Registry;
+use super::unobserved::{is_failure, FailureReport, UnobservedFailures};
 use super::worker::{self, Caller};
-use super::{drop_all_quietly, drop_quietly};
 use crate::command::blocking::BlockingPool;
 use crate::command::handler::Handlers;
 use crate::command::timed::{self, Repeat};
@@ -66,6 +69,10 @@ pub(crate) struct Shared {
     flags: CachePadded<Flags>,
     /// PIDs stopped by shutdown, by whoever stopped them.
     stopped: Mutex<Vec<Pid>>,
+    /// Where unread messages go when their process ends (see `dead_letters.rs`).
+    pub(crate) dead_letters: DeadLetters,
+    /// Where failures nobody observes go (see `unobserved.rs`).
+    unobserved: UnobservedFailures,
 }
 
 /// The lifecycle flags (see `Shared::spawn` and `Shared::stop_all`).
@@ -85,6 +92,26 @@ pub(crate) struct SharedParts {
     pub(crate) handlers: Handlers,
     pub(crate) blocking: Arc<BlockingPool>,
     pub(crate) timers: Arc<Timers>,
+    pub(crate) dead_letters: DeadLetters,
+    pub(crate) unobserved: UnobservedFailures,
+}
+
+/// How a process ended, when watchers are still to be told (see [`Shared::end`]).
+struct Ended {
+    pid: Pid,
+    reason: ExitReason,
+    /// What to do about a failure once it is known whether a watcher or a link
+    /// observed it (see `unobserved.rs`).
+    failure: Option<Failure>,
+}
+
+/// A failure's fate, by whether its process was detached.
+enum Failure {
+    /// Detached: reported if nothing observed it.
+    Detached(FailureReport),
+    /// Joinable, its result kept for a join: marked observed if something observed
+    /// it, so that dropping the scheduler does not report it as unclaimed.
+    Joinable,
 }
 
 impl Shared {
@@ -111,6 +138,8 @@ impl Shared {
                 terminated: AtomicBool::new(false),
             }),
             stopped: Mutex::new(Vec::new()),
+            dead_letters: parts.dead_letters,
+            unobserved: parts.unobserved,
         })
     }
 
@@ -340,8 +369,8 @@ impl Shared {
     /// there turns the result into an error), publishes the result, then — once
     /// monitors or links are in use — tells its watchers and links.
     pub(crate) fn finish(&self, owned: Owned<'_>, result: Result<Payload, ProcessError>) {
-        if let Some((pid, reason)) = self.end(owned, result) {
-            self.tell_watchers(pid, reason);
+        if let Some(ended) = self.end(owned, result) {
+            self.tell_watchers(ended);
         }
     }
 
@@ -352,7 +381,7 @@ impl Shared {
         &self,
         mut owned: Owned<'_>,
         mut result: Result<Payload, ProcessError>,
-    ) -> Option<(Pid, ExitReason)> {
+    ) -> Option<Ended> {
         let leftovers = owned.close_mailbox();
         // Read after the mailbox is closed, which orders it against a monitor or a
         // link being set (see `monitors.rs`). One relaxed load until then.
@@ -363,9 +392,12 @@ impl Shared {
                 message,
             });
         }
-        // Unread events may hold user payloads whose drop could panic: keep that off
-        // the worker.
-        drop_all_quietly(leftovers);
+        // Unread messages are dead letters (after those the body's `close` handed
+        // over, which arrived first); the hand-off drops other events quietly. One
+        // branch on the (usually empty, never allocated) leftovers.
+        if !leftovers.is_empty() {
+            self.dead_letters.leftovers(owned.cell().pid(), leftovers);
+        }
 
         // Release the process's pending timers now, not at their deadlines, and
         // before its result is published; processes without pending timers skip
@@ -376,20 +408,36 @@ impl Shared {
         if watched {
             return Some(self.end_watched(owned, result));
         }
-        self.publish(owned, result);
+        if let Some(report) = self.publish(owned, result, true) {
+            self.unobserved.report(report);
+        }
         None
     }
 
-    /// Counts the end and publishes the result, then frees the names.
+    /// Counts the end and publishes the result, then frees the names. With
+    /// `unwatched` (nobody monitors or links to anything), returns the report of a
+    /// failed detached process, nobody's to observe (see `unobserved.rs`): worked out
+    /// in the branch that counts a failure, so a process that finishes pays nothing.
     #[inline]
-    fn publish(&self, owned: Owned<'_>, result: Result<Payload, ProcessError>) {
+    fn publish(
+        &self,
+        owned: Owned<'_>,
+        result: Result<Payload, ProcessError>,
+        unwatched: bool,
+    ) -> Option<FailureReport> {
+        let mut report = None;
         let event = match &result {
             Ok(_) => ProcessEvent::Finished,
             Err(ProcessError::Stopped) => {
                 self.stopped.lock().push(owned.cell().pid());
                 ProcessEvent::Stopped
             }
-            Err(_) => ProcessEvent::Failed,
+            Err(error) => {
+                if unwatched && owned.cell().is_detached() {
+                    report = failure_report(owned.cell(), &ExitReason::from(error));
+                }
+                ProcessEvent::Failed
+            }
         };
         // Counted as ended before the result is published, so whoever receives the
         // result sees consistent metrics.
@@ -406,6 +454,7 @@ impl Shared {
         if self.names.used() {
             self.names.release(pid);
         }
+        report
     }
 
     /// [`publish`](Self::publish) once monitors or links are in use: a stop decided
@@ -413,11 +462,7 @@ impl Shared {
     /// is handed out. Out of line: the end of a scheduler that never monitored or
     /// linked does not carry it.
     #[inline(never)]
-    fn end_watched(
-        &self,
-        owned: Owned<'_>,
-        mut result: Result<Payload, ProcessError>,
-    ) -> (Pid, ExitReason) {
+    fn end_watched(&self, owned: Owned<'_>, mut result: Result<Payload, ProcessError>) -> Ended {
         let pid = owned.cell().pid();
         // Once shutdown stops everything, a stop is shutdown's (and listed in its
         // report) whatever a link decided meanwhile.
@@ -427,17 +472,46 @@ impl Shared {
             }
         }
         let reason = ExitReason::of(&result);
-        self.publish(owned, result);
-        (pid, reason)
+        let failure = if !is_failure(&reason) {
+            None
+        } else if owned.cell().is_detached() {
+            failure_report(owned.cell(), &reason).map(Failure::Detached)
+        } else {
+            Some(Failure::Joinable)
+        };
+        self.publish(owned, result, false);
+        Ended {
+            pid,
+            reason,
+            failure,
+        }
     }
 
     /// Sends `pid`'s `Down`s and link signals, then stops the processes its links
     /// take down with it — in a loop, not by recursion, however long the chain.
     #[inline(never)]
-    fn tell_watchers(&self, pid: Pid, reason: ExitReason) {
+    fn tell_watchers(&self, ended: Ended) {
         let mut kills = Vec::new();
-        self.monitors.process_ended(self, pid, &reason, &mut kills);
+        self.told_watchers(ended, &mut kills);
         self.stop_linked(kills);
+    }
+
+    /// Sends the `Down`s and link signals of one end (adding to `kills` whom its
+    /// links take down), then reports its failure if nobody observed it.
+    fn told_watchers(&self, ended: Ended, kills: &mut Vec<CellRef>) {
+        let observed = self
+            .monitors
+            .process_ended(self, ended.pid, &ended.reason, kills);
+        match (observed, ended.failure) {
+            (false, Some(Failure::Detached(report))) => self.unobserved.report(report),
+            (true, Some(Failure::Joinable)) => {
+                // Still unclaimed (a join may have taken it meanwhile: then nothing).
+                if let Some(cell) = self.registry.get(ended.pid) {
+                    cell.mark_observed();
+                }
+            }
+            _ => {}
+        }
     }
 
     /// Stops the processes in `kills` (and those their ends add), whom a link's
@@ -448,8 +522,8 @@ impl Shared {
                 // Running: flagged, its worker ends it when its step returns. Or done.
                 continue;
             };
-            if let Some((pid, reason)) = self.end(owned, Err(ProcessError::Stopped)) {
-                self.monitors.process_ended(self, pid, &reason, &mut kills);
+            if let Some(ended) = self.end(owned, Err(ProcessError::Stopped)) {
+                self.told_watchers(ended, &mut kills);
             }
         }
     }
@@ -546,6 +620,8 @@ impl Shared {
             pending_timers: self.timers.pending(),
             undelivered_timed_messages: self.timers.undelivered(),
             blocking_threads: self.blocking.threads(),
+            unobserved_failures: self.unobserved.count(),
+            dead_letters: self.dead_letters.count(),
         }
     }
 
@@ -568,10 +644,38 @@ impl Shared {
         list
     }
 
-    /// Forgets all cells (the scheduler is being dropped).
+    /// Forgets all cells (the scheduler is being dropped), first reporting the
+    /// failures of joinable processes whose results nobody claimed (see
+    /// `unobserved.rs`).
     pub(crate) fn clear_registry(&self) {
+        for cell in self.registry.cells() {
+            let Some(error) = cell.take_unclaimed_error() else {
+                continue;
+            };
+            let reason = ExitReason::from(&error);
+            drop_quietly(error);
+            if is_failure(&reason) {
+                self.unobserved.report(FailureReport {
+                    pid: cell.pid(),
+                    entry: cell.entry().to_owned(),
+                    reason,
+                    unclaimed: true,
+                });
+            }
+        }
         self.registry.clear();
     }
+}
+
+/// The report of a process that ended for `reason`, if it is a detached one that
+/// failed: joinable processes keep their results for whoever joins them.
+fn failure_report(cell: &ProcessCell, reason: &ExitReason) -> Option<FailureReport> {
+    (cell.is_detached() && is_failure(reason)).then(|| FailureReport {
+        pid: cell.pid(),
+        entry: cell.entry().to_owned(),
+        reason: reason.clone(),
+        unclaimed: false,
+    })
 }
 
 /// A result handed from whichever thread ends a process to a thread blocked in
@@ -709,5 +813,12 @@ impl Backend for Header {
 
     fn trap_exits(&self, me: Pid, on: bool) {
         self.handle().shared().monitors.trap_exits(me, on);
+    }
+
+    fn dead_letters(&self, to: Pid, messages: &mut VecDeque<Message>) {
+        self.handle()
+            .shared()
+            .dead_letters
+            .unreceived(to, messages.drain(..));
     }
 }

@@ -314,6 +314,9 @@ enum Outcome {
         waiter: Option<ResultWaiter>,
     },
     Finished(Result<Payload, ProcessError>),
+    /// Finished with a failure that a monitor or a link was told of: not reported
+    /// as unclaimed when the scheduler is dropped (see `runtime/unobserved.rs`).
+    Observed(Result<Payload, ProcessError>),
     Claimed,
 }
 
@@ -560,7 +563,7 @@ impl Header {
     }
 
     /// Whether the process's result is discarded when it finishes.
-    fn is_detached(&self) -> bool {
+    pub(crate) fn is_detached(&self) -> bool {
         self.steps.load(Ordering::Relaxed) & DETACHED != 0
     }
 
@@ -648,8 +651,10 @@ impl Header {
                 waiter.answer(Err(JoinError::AlreadyClaimed(self.pid)));
                 false
             }
-            Outcome::Finished(_) => {
-                let Outcome::Finished(result) = mem::replace(outcome, Outcome::Claimed) else {
+            Outcome::Finished(_) | Outcome::Observed(_) => {
+                let (Outcome::Finished(result) | Outcome::Observed(result)) =
+                    mem::replace(outcome, Outcome::Claimed)
+                else {
                     unreachable!("matched Finished")
                 };
                 drop(mailbox);
@@ -664,6 +669,33 @@ impl Header {
             pid: self.pid,
             error,
         })
+    }
+
+    /// Takes the error of a finished process whose result nobody claimed (the
+    /// scheduler is being dropped: see `runtime/unobserved.rs`). `None` when there
+    /// is none: running, claimed, or finished with an output.
+    pub(crate) fn take_unclaimed_error(&self) -> Option<ProcessError> {
+        let mut mailbox = self.mailbox.lock();
+        let outcome = &mut mailbox.outcome;
+        if !matches!(outcome, Outcome::Finished(Err(_))) {
+            return None;
+        }
+        match mem::replace(outcome, Outcome::Claimed) {
+            Outcome::Finished(Err(error)) => Some(error),
+            _ => unreachable!("matched Finished(Err)"),
+        }
+    }
+
+    /// Marks a stored (unclaimed) result as observed by a monitor or a link.
+    pub(crate) fn mark_observed(&self) {
+        let mut mailbox = self.mailbox.lock();
+        let outcome = &mut mailbox.outcome;
+        if matches!(outcome, Outcome::Finished(_)) {
+            let Outcome::Finished(result) = mem::replace(outcome, Outcome::Claimed) else {
+                unreachable!("matched Finished")
+            };
+            *outcome = Outcome::Observed(result);
+        }
     }
 
     /// Withdraws a registered waiter (a wait that timed out). Returns false when the
@@ -692,7 +724,10 @@ impl Header {
                     *outcome = Outcome::Finished(result);
                     return false;
                 }
-                Outcome::Unstarted(_) | Outcome::Finished(_) | Outcome::Claimed => {
+                Outcome::Unstarted(_)
+                | Outcome::Finished(_)
+                | Outcome::Observed(_)
+                | Outcome::Claimed => {
                     unreachable!("a process finishes once")
                 }
             }

@@ -1,0 +1,52 @@
+//! `#[process]` processes and dead letters: a message a typed `recv!` skipped, still
+//! in the machine's buffer when the entry returns, reaches the dead-letter hook with
+//! its sender.
+
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use wsched::prelude::*;
+use wsched::{DeadLetter, Scheduler};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+struct Picky;
+
+#[process]
+impl Picky {
+    /// Receives one `u32` and returns it; anything else stays unread.
+    #[entry]
+    fn take_number(&mut self) -> Result<u32, BoxError> {
+        Ok(recv!(u32)?)
+    }
+}
+
+#[test]
+fn a_message_recv_skipped_is_a_dead_letter() {
+    let (tx, letters) = mpsc::channel::<DeadLetter>();
+    let tx = Mutex::new(tx);
+    let s = Scheduler::builder()
+        .workers(2)
+        .on_dead_letter(move |letter| {
+            let _ = tx.lock().unwrap().send(letter);
+        })
+        .build()
+        .unwrap();
+    let pid = s.spawn(Picky, "take_number", ()).unwrap();
+    s.send(pid, "not a number".to_string()).unwrap();
+    s.send(pid, 42_u32).unwrap();
+    assert_eq!(
+        s.wait_timeout(pid, WAIT)
+            .unwrap()
+            .downcast::<u32>()
+            .unwrap(),
+        42
+    );
+    let letter = letters.recv_timeout(WAIT).expect("a dead letter");
+    assert_eq!((letter.to, letter.from), (pid, None));
+    assert_eq!(letter.payload.downcast::<String>().unwrap(), "not a number");
+    assert_eq!(s.metrics().dead_letters, 1);
+    drop(s);
+    assert!(letters.try_recv().is_err(), "exactly one");
+}
