@@ -395,6 +395,9 @@ fn build(generation: usize, helper: &Helper, gate: &Arc<Gate>, freed: FreedFlag)
         })
         .handler(|_: Boom, _: Completer<Boom>| panic!("{MARKER}: the Boom handler panicked"))
         .handler(|_: Forget, done: Completer<Forget>| drop(done))
+        // Detached processes fail here on purpose by the thousand: counted in the
+        // metrics, not printed one line each.
+        .on_unobserved_failure(|_| {})
         .build()
         .expect("the scheduler starts")
 }
