@@ -14,29 +14,9 @@ use crate::error::{InitError, StepError};
 use crate::exit::ExitReason;
 use crate::payload::{Payload, Payloads};
 use crate::process::{Event, Events, Process, Status, StepOutput};
+use crate::runtime::tests::UntilMessage;
 use crate::runtime::Exit;
 use crate::{Context, Scheduler};
-
-/// Finishes on its first message (or a cancel).
-struct UntilMessage;
-
-impl Process for UntilMessage {
-    fn init(&mut self, _: Context, _: &str, _: Payloads) -> Result<(), InitError> {
-        Ok(())
-    }
-
-    fn step(&mut self, events: Events<'_>, out: &mut StepOutput) -> Result<(), StepError> {
-        let woken = events
-            .into_iter()
-            .any(|e| matches!(e, Event::Message(_) | Event::Cancel));
-        if woken {
-            out.set_status(Status::Done(Payload::unit()));
-        } else {
-            out.set_status(Status::WaitingForMessage);
-        }
-        Ok(())
-    }
-}
 
 /// Finishes on its first step with `Exit`s, with how many it got in that step.
 struct UntilExit;

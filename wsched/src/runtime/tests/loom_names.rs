@@ -7,31 +7,9 @@
 
 use std::time::Duration;
 
-use crate::error::{InitError, RegisterError, SendErrorKind, StepError};
-use crate::payload::{Payload, Payloads};
-use crate::process::{Event, Events, Process, Status, StepOutput};
-use crate::{Context, Scheduler};
-
-/// Finishes on its first message (or a cancel).
-struct UntilMessage;
-
-impl Process for UntilMessage {
-    fn init(&mut self, _: Context, _: &str, _: Payloads) -> Result<(), InitError> {
-        Ok(())
-    }
-
-    fn step(&mut self, events: Events<'_>, out: &mut StepOutput) -> Result<(), StepError> {
-        let woken = events
-            .into_iter()
-            .any(|e| matches!(e, Event::Message(_) | Event::Cancel));
-        if woken {
-            out.set_status(Status::Done(Payload::unit()));
-        } else {
-            out.set_status(Status::WaitingForMessage);
-        }
-        Ok(())
-    }
-}
+use crate::error::{RegisterError, SendErrorKind};
+use crate::runtime::tests::UntilMessage;
+use crate::Scheduler;
 
 #[test]
 fn a_registration_racing_the_end_of_its_process_leaves_no_name_behind() {

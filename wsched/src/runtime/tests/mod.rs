@@ -54,3 +54,37 @@ impl crate::process::Process for Inert {
         Ok(())
     }
 }
+
+/// A process that finishes on its first message (or a cancel): for loom models of
+/// something racing the end of a process, which a message triggers.
+#[cfg(loom)]
+pub(crate) struct UntilMessage;
+
+#[cfg(loom)]
+impl crate::process::Process for UntilMessage {
+    fn init(
+        &mut self,
+        _: crate::context::Context,
+        _: &str,
+        _: crate::payload::Payloads,
+    ) -> Result<(), crate::error::InitError> {
+        Ok(())
+    }
+
+    fn step(
+        &mut self,
+        events: crate::process::Events<'_>,
+        out: &mut crate::process::StepOutput,
+    ) -> Result<(), crate::error::StepError> {
+        use crate::process::{Event, Status};
+        let woken = events
+            .into_iter()
+            .any(|e| matches!(e, Event::Message(_) | Event::Cancel));
+        if woken {
+            out.set_status(Status::Done(crate::payload::Payload::unit()));
+        } else {
+            out.set_status(Status::WaitingForMessage);
+        }
+        Ok(())
+    }
+}
