@@ -487,18 +487,18 @@ impl Shared {
         }
     }
 
-    /// Sends `pid`'s `Down`s and link signals, then stops the processes its links
-    /// take down with it — in a loop, not by recursion, however long the chain.
+    /// Tells the watchers and links of the end `ended`, then stops the processes its
+    /// links take down with it — in a loop, not by recursion, however long the chain.
     #[inline(never)]
     fn tell_watchers(&self, ended: Ended) {
         let mut kills = Vec::new();
-        self.told_watchers(ended, &mut kills);
+        self.tell_watchers_of(ended, &mut kills);
         self.stop_linked(kills);
     }
 
     /// Sends the `Down`s and link signals of one end (adding to `kills` whom its
     /// links take down), then reports its failure if nobody observed it.
-    fn told_watchers(&self, ended: Ended, kills: &mut Vec<CellRef>) {
+    fn tell_watchers_of(&self, ended: Ended, kills: &mut Vec<CellRef>) {
         let observed = self
             .monitors
             .process_ended(self, ended.pid, &ended.reason, kills);
@@ -523,7 +523,7 @@ impl Shared {
                 continue;
             };
             if let Some(ended) = self.end(owned, Err(ProcessError::Stopped)) {
-                self.told_watchers(ended, &mut kills);
+                self.tell_watchers_of(ended, &mut kills);
             }
         }
     }
