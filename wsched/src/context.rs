@@ -15,6 +15,7 @@ use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
 use crate::process::{IntoProcess, Message};
 use crate::runtime::cell::{CellRef, NewProcess, ThinCell};
+use crate::runtime::MessageCount;
 use crate::runtime::MonitorRef;
 
 /// Handed to [`Process::init`](crate::Process::init): the process's own PID and a way to send messages,
@@ -55,6 +56,16 @@ impl Context {
         Self {
             backend: BackendRef::Process(ThinCell::new(cell)),
         }
+    }
+
+    /// Publishes a summary of the messages this process took in and has not
+    /// received yet (a `#[process]` machine's buffer), for listings.
+    pub(crate) fn publish_held(&self, messages: &VecDeque<Message>) {
+        let mut held = Vec::new();
+        for message in messages {
+            crate::runtime::add_messages(&mut held, message.payload.type_name(), 1);
+        }
+        self.backend().publish_held(self.pid(), held);
     }
 
     /// Hands the messages this process took in and never received to the
@@ -352,6 +363,12 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn dead_letters(&self, to: Pid, messages: &mut VecDeque<Message>) {
         let _ = to;
         crate::runtime::drop_all_quietly(messages.drain(..));
+    }
+
+    /// Records what `pid` took in and has not received, for listings (see
+    /// `runtime/held.rs`). Runners without listings ignore it.
+    fn publish_held(&self, pid: Pid, held: Vec<MessageCount>) {
+        let _ = (pid, held);
     }
 }
 

@@ -341,7 +341,8 @@ impl<T> Future for YieldMany<T> {
                     location: this.location,
                     kind: SuspendKind::Yield {
                         command: this.first_name,
-                        count: count as usize,
+                        // Those still outstanding, which listings show.
+                        count: (count - this.arrived) as usize,
                     },
                 },
             );

@@ -12,6 +12,7 @@
 //! | `monitors.rs` | monitors: `Down` messages when a watched process ends; the table monitors and links share |
 //! | `links.rs` | links: processes that end together, or trap the other's end as `Exit` messages |
 //! | `dead_letters.rs` | messages still unread when their process ends, to a hook and a count |
+//! | `held.rs` | messages a process took in but has not received, for listings |
 //! | `unobserved.rs` | failures nobody joins, monitors or links to, to a hook (stderr by default) and a count |
 //! | `queue/` | the per-worker deque, the LIFO slot and the global injection queue |
 //! | `idle.rs` | spinning, parking and waking workers |
@@ -26,6 +27,7 @@ mod tests;
 mod builder;
 pub(crate) mod cell;
 mod dead_letters;
+mod held;
 mod idle;
 mod links;
 mod live;
@@ -42,10 +44,11 @@ mod worker;
 pub use builder::Builder;
 pub use dead_letters::DeadLetter;
 pub use links::Exit;
-pub use metrics::{Metrics, ProcessInfo, WorkerMetrics};
+pub use metrics::{MessageCount, Metrics, ProcessInfo, WorkerMetrics};
 pub use monitors::{Down, Monitor, MonitorRef};
 pub use scheduler::{Handle, Scheduler, ShutdownReport};
 pub use state::ProcessState;
 pub use unobserved::FailureReport;
 
 pub(crate) use crate::process::{drop_all_quietly, drop_quietly, panic_message};
+pub(crate) use held::add_messages;

@@ -7,16 +7,18 @@ use std::time::{Duration, Instant};
 use super::cell::{CellRef, Header, NewProcess, Owned, ProcessCell, ResultWaiter};
 use super::dead_letters::DeadLetters;
 use super::drop_quietly;
+use super::held::HeldMessages;
 use super::idle::Idle;
 use super::live::LiveCount;
 use super::metrics::{
-    process_totals, Metrics, ProcessCounts, ProcessEvent, ProcessInfo, WorkerCounters,
+    process_totals, CoarseClock, MessageCount, Metrics, ProcessCounts, ProcessEvent, ProcessInfo,
+    WorkerCounters,
 };
 use super::monitors::{MonitorRef, Monitors};
 use super::names::Names;
 use super::queue::inject::Inject;
 use super::queue::lifo::LifoSlot;
-use super::queue::local::{Overflow, Steal};
+use super::queue::local::Steal;
 use super::registry::Registry;
 use super::unobserved::{is_failure, FailureReport, UnobservedFailures};
 use super::worker::{self, Caller};
@@ -73,6 +75,11 @@ pub(crate) struct Shared {
     pub(crate) dead_letters: DeadLetters,
     /// Where failures nobody observes go (see `unobserved.rs`).
     unobserved: UnobservedFailures,
+    /// What processes took in and have not received (see `held.rs`).
+    pub(crate) held: HeldMessages,
+    /// Milliseconds since the scheduler was built, for the processes' state stamps;
+    /// its start is the origin of the workers' busy clocks too.
+    pub(crate) clock: CoarseClock,
 }
 
 /// The lifecycle flags (see `Shared::spawn` and `Shared::stop_all`).
@@ -138,6 +145,8 @@ impl Shared {
                 terminated: AtomicBool::new(false),
             }),
             stopped: Mutex::new(Vec::new()),
+            clock: CoarseClock::new(),
+            held: HeldMessages::new(),
             dead_letters: parts.dead_letters,
             unobserved: parts.unobserved,
         })
@@ -194,6 +203,7 @@ impl Shared {
             }
         };
         self.count(caller, ProcessEvent::Spawned);
+        cell.stamp(self.clock.now());
         if linked {
             // Before it is published: it can neither run nor end unlinked.
             let parent = parent.expect("only a process spawns linked");
@@ -248,7 +258,7 @@ impl Shared {
         if woken.is_empty() {
             return;
         }
-        self.inject.push_batch(woken.drain(..));
+        self.inject.push_batch_remote(woken.drain(..));
         self.idle.notify_one();
     }
 
@@ -454,6 +464,7 @@ impl Shared {
         if self.names.used() {
             self.names.release(pid);
         }
+        self.held.forget(pid);
         report
     }
 
@@ -610,13 +621,19 @@ impl Shared {
     pub(crate) fn metrics(&self) -> Metrics {
         let totals = process_totals(self.counters.iter().map(|c| &**c), &self.outside_counts);
         Metrics {
-            workers: self.counters.iter().map(|c| c.snapshot()).collect(),
+            workers: self
+                .counters
+                .iter()
+                .zip(self.stealers.iter())
+                .map(|(c, deque)| c.snapshot(deque.len(), self.clock.start()))
+                .collect(),
             spawned: totals.spawned,
             finished: totals.finished,
             failed: totals.failed,
             stopped: totals.stopped,
             live: self.live(),
             global_queue: self.inject.len(),
+            remote_schedules: self.inject.remote_pushes(),
             pending_timers: self.timers.pending(),
             undelivered_timed_messages: self.timers.undelivered(),
             blocking_threads: self.blocking.threads(),
@@ -631,13 +648,20 @@ impl Shared {
             .cells()
             .into_iter()
             .filter(|cell| !cell.is_done())
-            .map(|cell| ProcessInfo {
-                pid: cell.pid(),
-                parent: cell.parent(),
-                state: cell.state(),
-                entry: cell.entry().to_owned(),
-                steps: cell.steps(),
-                suspended_at: cell.suspend_point(),
+            .map(|cell| {
+                let mut waiting_messages = cell.waiting_messages();
+                self.held.add_to(cell.pid(), &mut waiting_messages);
+                ProcessInfo {
+                    pid: cell.pid(),
+                    parent: cell.parent(),
+                    state: cell.state(),
+                    entry: cell.entry().to_owned(),
+                    steps: cell.steps(),
+                    suspended_at: cell.suspend_point(),
+                    mailbox: waiting_messages.iter().map(|m| m.count).sum(),
+                    waiting_messages,
+                    time_in_state: self.clock.since(cell.changed_at()),
+                }
             })
             .collect();
         list.sort_unstable_by_key(|info| info.pid);
@@ -820,5 +844,9 @@ impl Backend for Header {
             .shared()
             .dead_letters
             .unreceived(to, messages.drain(..));
+    }
+
+    fn publish_held(&self, pid: Pid, held: Vec<MessageCount>) {
+        self.handle().shared().held.publish(pid, held);
     }
 }

@@ -6,6 +6,8 @@ use std::fmt;
 use std::mem::{self, ManuallyDrop};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use super::held::add_messages;
+use super::metrics::MessageCount;
 use super::state::{AfterStep, EventKind, ProcessState, State, StopRequest, Suspend};
 use crate::command::timer::TimerList;
 use crate::command::{Completer, Join};
@@ -20,7 +22,7 @@ use crate::process::{Event, Events, Message, Process, StepOutput, SuspendKind, S
 use crate::runtime::panic_message;
 use crate::runtime::shared::Filler;
 use crate::runtime::Handle;
-use crate::sync::{AtomicU64, AtomicUsize, Mutex, Ordering, UnsafeCell};
+use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering, UnsafeCell};
 
 mod recycle;
 mod reference;
@@ -71,8 +73,14 @@ pub(crate) struct ProcessCell<B: ?Sized = dyn Process> {
 /// Everything about a process but the process itself.
 pub(crate) struct Header {
     /// How many [`CellRef`]s (and their thin forms) there are: the cell's own
-    /// reference count (see `reference.rs`).
-    refs: AtomicUsize,
+    /// reference count (see `reference.rs`). 32 bits, so that it shares a word with
+    /// `changed_at`.
+    refs: AtomicU32,
+    /// When the process last began or ended a step (or was spawned), in
+    /// milliseconds of the scheduler's coarse clock (see [`CoarseClock`]), wrapping:
+    /// what listings show as the time in its current state. Written only by the
+    /// owner; a statistic, so a plain std atomic even under loom.
+    changed_at: std::sync::atomic::AtomicU32,
     pid: Pid,
     /// The scheduler running the process (`None` only for cells made by unit tests
     /// and loom models, and before spawning). Completers and the process's `Context`
@@ -290,6 +298,21 @@ impl Mailbox {
         }
     }
 
+    /// The types of the queued messages, by type (for listings).
+    fn message_types(&self) -> Vec<MessageCount> {
+        let mut summary = Vec::new();
+        let First::Event(first) = &self.first else {
+            return summary;
+        };
+        let rest = self.rest.iter().flat_map(|rest| rest.iter());
+        for event in std::iter::once(first).chain(rest) {
+            if let Event::Message(message) = event {
+                add_messages(&mut summary, message.payload.type_name(), 1);
+            }
+        }
+        summary
+    }
+
     /// Moves every event, oldest first, to the end of `buffer`.
     fn drain_into(&mut self, buffer: &mut Vec<Event>) {
         if let First::Event(_) = self.first {
@@ -349,7 +372,8 @@ impl ProcessCell {
     fn unspawned<P: Process>(process: P, entry: &str, input: Payloads, detached: bool) -> CellRef {
         CellRef::new(ProcessCell::<P> {
             header: Header {
-                refs: AtomicUsize::new(1),
+                refs: AtomicU32::new(1),
+                changed_at: std::sync::atomic::AtomicU32::new(0),
                 pid: Pid::UNSPAWNED,
                 handle: None,
                 parent: None,
@@ -363,6 +387,22 @@ impl ProcessCell {
             },
             body: UnsafeCell::new(ManuallyDrop::new(process)),
         })
+    }
+}
+
+impl Header {
+    /// Marks `now` (of the scheduler's coarse clock) as when the process entered its
+    /// current state. Called by the owner only (and by the spawner, before the cell
+    /// is shared).
+    #[inline]
+    pub(crate) fn stamp(&self, now: u32) {
+        self.changed_at
+            .store(now, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The last [`stamp`](Self::stamp).
+    pub(crate) fn changed_at(&self) -> u32 {
+        self.changed_at.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -580,6 +620,11 @@ impl Header {
             .map(PackedPoint::unpack)
     }
 
+    /// The messages queued in its mailbox (not yet taken in by a step), by type.
+    pub(crate) fn waiting_messages(&self) -> Vec<MessageCount> {
+        self.mailbox.lock().message_types()
+    }
+
     /// Whether the mailbox is closed: the process has ended or is ending. Takes the
     /// mailbox lock, which is what orders a monitor against the end (see
     /// `monitors.rs`).
@@ -614,6 +659,7 @@ impl Header {
     /// once, into the mailbox, where an event built by the caller, passed in and
     /// handed back in a `Result` was copied through memory three times, stalling on
     /// wide reads of narrow writes each time (see `perf annotate` of a fan-in).
+    #[inline]
     pub(crate) fn push_message(&self, message: &mut Option<Message>) -> Option<bool> {
         {
             let mut mailbox = self.mailbox.lock();
