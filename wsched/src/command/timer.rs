@@ -77,6 +77,7 @@ use super::completer::RawCompleter;
 use super::timed::TimedMessage;
 use crate::payload::Payload;
 use crate::process::Tag;
+use crate::runtime::calls::CallTimer;
 use crate::runtime::cell::CellRef;
 use crate::sync::{thread, AtomicU32, Condvar, Mutex, Ordering};
 
@@ -116,6 +117,9 @@ pub(crate) enum Timer {
     /// A timed message: firing sends it (see `timed.rs`). Boxed, so that a `Sleep`'s
     /// entry does not grow to a message's size.
     Message(Box<TimedMessage>),
+    /// A process's call (see `runtime/calls.rs`): firing times the call out;
+    /// released, it closes the call. Boxed as a message is.
+    Call(Box<CallTimer>),
 }
 
 impl TimerItem for Timer {
@@ -125,6 +129,7 @@ impl TimerItem for Timer {
         match self {
             Self::Wake(completer) => completer.cell().timers(),
             Self::Message(message) => message.timers(),
+            Self::Call(call) => call.cell().timers(),
         }
     }
 
@@ -133,6 +138,7 @@ impl TimerItem for Timer {
             Self::Wake(completer) => completer.tag(),
             // Found by its own list, never by tag.
             Self::Message(_) => Tag(0),
+            Self::Call(call) => call.tag(),
         }
     }
 
@@ -143,6 +149,7 @@ impl TimerItem for Timer {
                 // Sent at once (each wakes its target through the usual send path): a
                 // message's target is found by PID, not through a cell at hand.
                 Self::Message(message) => message.fire(),
+                Self::Call(call) => call.fire(),
             }
         }
         if let Some(first) = woken.first() {
@@ -155,6 +162,7 @@ impl TimerItem for Timer {
         match self {
             Self::Wake(completer) => completer.release(),
             Self::Message(message) => message.release(),
+            Self::Call(call) => call.release(),
         }
     }
 }
