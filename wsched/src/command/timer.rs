@@ -1,5 +1,6 @@
-//! The timer service behind [`Sleep`](crate::command::Sleep) and timed messages
-//! (`send_after`, `send_interval`: see `timed.rs`): a two-level timing wheel whose
+//! The timer service behind [`Sleep`](crate::command::Sleep), timed messages
+//! (`send_after`, `send_interval`: see `timed.rs`) and the deadlines of processes'
+//! calls (see `runtime/calls.rs`): a two-level timing wheel whose
 //! timers can be cancelled in O(1), and one thread, started by the first timer.
 //!
 //! # The wheel
@@ -51,7 +52,7 @@
 //! under the one lock.
 //!
 //! A pending timer costs its entry (72 bytes: a [`Timer`], which is a `Sleep`'s
-//! completer or a boxed timed message, and the wheel's bookkeeping) and a 4-byte slot
+//! completer, a boxed timed message or a boxed call, and the wheel's bookkeeping) and a 4-byte slot
 //! index. Storage grows to the peak of pending timers and is reused; once no
 //! timer is pending, storage grown by a burst is given back to the allocator.
 //!
