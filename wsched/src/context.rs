@@ -22,7 +22,9 @@ use crate::runtime::MonitorRef;
 /// spawn processes, register names and arm timed messages on the scheduler (or the
 /// [`testing`](crate::testing) harness) that runs it. Cheap to clone; keep it for
 /// later steps. Each method works as the [`Handle`](crate::Handle) method of the same
-/// name, with this process as the sender.
+/// name, with this process as the sender. There is no `call`: a call waits, so a
+/// process makes one by yielding a [`Call`](crate::command::Call) (or with
+/// [`call!`](crate::call)), not through its context.
 ///
 /// Two words: a context lives in most processes' state. A process on a scheduler
 /// finds its PID, and the scheduler, through its own cell.

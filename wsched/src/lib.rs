@@ -56,8 +56,9 @@ pub use process::{
     Tag, Yield,
 };
 pub use runtime::{
-    Builder, DeadLetter, Down, Exit, FailureReport, Handle, MessageCount, Metrics, Monitor,
-    MonitorRef, ProcessInfo, ProcessState, Scheduler, ShutdownReport, WorkerMetrics,
+    Builder, CallError, DeadLetter, Down, Exit, FailureReport, Handle, MessageCount, Metrics,
+    Monitor, MonitorRef, ProcessInfo, ProcessState, Reply, Request, Scheduler, ShutdownReport,
+    WorkerMetrics,
 };
 
 /// The README's example compiles: it is run as a doc test.

@@ -1,5 +1,6 @@
 //! The commands every process needs, handled by the scheduler itself: sleeping,
-//! spawning a child and joining another process.
+//! spawning a child and joining another process (and calling one: `Call`, in
+//! `runtime/calls.rs`, with the rest of the calls).
 
 use std::fmt;
 use std::time::Duration;
@@ -7,7 +8,7 @@ use std::time::Duration;
 use super::completer::Completer;
 use super::handler::{Placement, Registration};
 use super::timer::Timer;
-use crate::command::Command;
+use crate::command::{Call, Command};
 use crate::error::JoinError;
 use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
@@ -102,6 +103,16 @@ impl Command for Join {
 /// The scheduler's own handlers for the built-in commands.
 pub(crate) fn registrations(timers: std::sync::Arc<super::timer::Timers>) -> Vec<Registration> {
     vec![
+        {
+            let timers = timers.clone();
+            Registration::new(
+                Placement::Worker,
+                move |call: Call, done: Completer<Call>| {
+                    crate::runtime::calls::handle_call(&timers, call, done);
+                },
+            )
+            .builtin()
+        },
         Registration::new(
             Placement::Worker,
             move |Sleep(duration), done: Completer<Sleep>| {

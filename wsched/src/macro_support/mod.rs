@@ -5,9 +5,9 @@
 //! |---|---|
 //! | `mod.rs` | [`Machine`]: the `Process` made from a struct's entries, its coroutine inline; init-time argument decoding |
 //! | `io.rs` | the per-process state the suspension points share with `step` |
-//! | `suspend.rs` | the futures behind `yield_cmd!`, `yield_all!` and `recv!` |
+//! | `suspend.rs` | the futures behind `yield_cmd!`, `yield_all!`, `recv!` and `call!` |
 //! | `this.rs` | `wsched::this`: the running process's PID, sends and spawns |
-//! | `macros.rs` | the exported `yield_cmd!` / `yield_all!` / `recv!` |
+//! | `macros.rs` | the exported `yield_cmd!` / `yield_all!` / `recv!` / `call!` |
 //! | `prelude.rs` | `wsched::prelude` |
 
 use std::any::Any;
@@ -29,8 +29,8 @@ mod suspend;
 pub mod this;
 
 pub use suspend::{
-    recv, yield_all, yield_many, yield_one, AnyMessage, CommandSet, Dispatcher, Filter, Recv,
-    RecvError, Results, Typed, YieldMany, YieldOne,
+    call, recv, yield_all, yield_many, yield_one, AnyMessage, CallFuture, CommandSet, Dispatcher,
+    Filter, Recv, RecvError, Results, Typed, YieldMany, YieldOne,
 };
 
 /// Checks the argument count and then decodes the arguments one by one.
@@ -292,7 +292,7 @@ where
                 let Some(point) = out.suspend_point().filter(|_| self.io.suspended) else {
                     return Err(StepError::new(format!(
                         "entry `{}` awaited a future that is not a wsched suspension point \
-                         (only yield_cmd!, yield_all!, recv! and #[suspend] methods may \
+                         (only yield_cmd!, yield_all!, recv!, call! and #[suspend] methods may \
                          suspend an entry); it would never be woken",
                         self.io.entry
                     )));

@@ -11,6 +11,7 @@
 //! | `names.rs` | the name table: processes registered under names |
 //! | `monitors.rs` | monitors: `Down` messages when a watched process ends; the table monitors and links share |
 //! | `links.rs` | links: processes that end together, or trap the other's end as `Exit` messages |
+//! | `calls.rs` | request/reply calls: `Request`, `Reply`, `CallError`, the blocking `Handle::call`, the built-in `Call` command and its timer |
 //! | `dead_letters.rs` | messages still unread when their process ends, to a hook and a count |
 //! | `held.rs` | messages a process took in but has not received, for listings |
 //! | `unobserved.rs` | failures nobody joins, monitors or links to, to a hook (stderr by default) and a count |
@@ -25,6 +26,7 @@ pub(crate) mod queue;
 mod tests;
 
 mod builder;
+pub(crate) mod calls;
 pub(crate) mod cell;
 mod dead_letters;
 mod held;
@@ -42,6 +44,7 @@ mod unobserved;
 mod worker;
 
 pub use builder::Builder;
+pub use calls::{CallError, Reply, Request};
 pub use dead_letters::DeadLetter;
 pub use links::Exit;
 pub use metrics::{MessageCount, Metrics, ProcessInfo, WorkerMetrics};

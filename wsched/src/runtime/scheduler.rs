@@ -172,6 +172,19 @@ impl Scheduler {
         self.handle.wait_timeout(pid, timeout)
     }
 
+    /// See [`Handle::call`].
+    ///
+    /// # Errors
+    /// As [`Handle::call`].
+    pub fn call<Q: Any + Send, R: Any + Send>(
+        &self,
+        pid: Pid,
+        request: Q,
+        timeout: Duration,
+    ) -> Result<R, crate::CallError<Q>> {
+        self.handle.call(pid, request, timeout)
+    }
+
     /// See [`Handle::monitor`].
     pub fn monitor(&self, pid: Pid) -> Monitor {
         self.handle.monitor(pid)
@@ -518,6 +531,27 @@ impl Handle {
         self.shared
             .names
             .send(&self.shared, None, name, Payload::new(message))
+    }
+
+    /// Calls `pid` from outside: sends it a [`Request`](crate::Request) carrying
+    /// `request` and a [`Reply`](crate::Reply) handle, and blocks until the reply,
+    /// `timeout`, or the callee's end. A monitor on the callee during the call makes
+    /// its death an error at once, with its reason; a reply after the timeout is
+    /// dropped. Do not call from inside a process (it would block a worker): a
+    /// process calls with [`call!`](crate::call) or a
+    /// [`Call`](crate::command::Call) yield, which suspend it instead.
+    ///
+    /// # Errors
+    /// [`CallError::NoSuchProcess`](crate::CallError::NoSuchProcess) (with the
+    /// request back) when `pid` is not live; `CalleeDied` when it ends before it
+    /// replies; `NoReply` when it drops the reply unanswered; `Timeout`.
+    pub fn call<Q: Any + Send, R: Any + Send>(
+        &self,
+        pid: Pid,
+        request: Q,
+        timeout: Duration,
+    ) -> Result<R, crate::CallError<Q>> {
+        super::calls::call(&self.shared, pid, request, timeout)
     }
 
     /// Monitors `pid` from outside: the returned [`Monitor`] receives exactly one

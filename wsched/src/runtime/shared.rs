@@ -309,6 +309,11 @@ impl Shared {
         }
     }
 
+    /// Whether `pid`'s process is live with its mailbox open (not ending).
+    pub(crate) fn is_live_open(&self, pid: Pid) -> bool {
+        self.registry.with(pid, |cell| !cell.is_closing()) == Some(true)
+    }
+
     /// Whether `pid`'s process is live (not done).
     pub(crate) fn is_live(&self, pid: Pid) -> bool {
         self.registry.with(pid, |cell| !cell.is_done()) == Some(true)
