@@ -11,4 +11,5 @@ pub use crate::payload::Payload;
 pub use crate::pid::Pid;
 pub use crate::process::{Message, Tag};
 pub use crate::runtime::{Down, Exit, MonitorRef};
+pub use crate::runtime::{Overflow, SpawnOptions};
 pub use crate::{process, recv, this, yield_all, yield_cmd, RecvError};
