@@ -54,10 +54,24 @@ impl SpawnOptions {
     }
 
     /// Bounds the process's mailbox to `capacity` messages: once that many wait for
-    /// it to step, a send does what `overflow` says (see [`Overflow`]). Only
-    /// messages count: completions of its commands, cancels, and monitors' `Down`s
-    /// and links' `Exit`s always get through, and take no room. A step takes every
-    /// queued message, which frees the room.
+    /// it to step, a send does what `overflow` says (see [`Overflow`]):
+    ///
+    /// * [`Overflow::Reject`]: the send fails with
+    ///   [`SendErrorKind::MailboxFull`](crate::SendErrorKind::MailboxFull), the
+    ///   message handed back in the error. (A timed message has no sender to go back
+    ///   to: it becomes a dead letter, [`DeadLetterReason::MailboxFull`](crate::DeadLetterReason::MailboxFull).)
+    /// * [`Overflow::DropOldest`]: the send succeeds and the oldest queued message is
+    ///   dropped, never silently: it goes to the
+    ///   [`on_dead_letter`](crate::Builder::on_dead_letter) hook, on the sending
+    ///   thread ([`DeadLetterReason::DroppedOldest`](crate::DeadLetterReason::DroppedOldest)),
+    ///   and is counted in [`Metrics::dropped_messages`](crate::Metrics::dropped_messages).
+    ///
+    /// Only messages count: completions of its commands, cancels, and monitors'
+    /// `Down`s and links' `Exit`s always get through, and take no room, so a full
+    /// mailbox never holds up a completion or tells a watcher late. A step takes
+    /// every queued message, which frees the room. (A `#[process]` process takes
+    /// them into its machine at each step, where messages no `recv!` asked for yet
+    /// wait: the capacity bounds what waits for the next step, not that buffer.)
     ///
     /// The capacity must be at least 1: spawning with 0 fails with
     /// [`SpawnError::ZeroMailboxCapacity`](crate::SpawnError::ZeroMailboxCapacity).
