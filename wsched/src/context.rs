@@ -15,8 +15,7 @@ use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
 use crate::process::{IntoProcess, Message};
 use crate::runtime::cell::{CellRef, NewProcess, ThinCell};
-use crate::runtime::MessageCount;
-use crate::runtime::MonitorRef;
+use crate::runtime::{MessageCount, MonitorRef, SpawnOptions};
 
 /// Handed to [`Process::init`](crate::Process::init): the process's own PID and a way to send messages,
 /// spawn processes, register names and arm timed messages on the scheduler (or the
@@ -92,11 +91,13 @@ impl Context {
         }
     }
 
-    /// Sends `message` to `to`, as coming from this process.
+    /// Sends `message` to `to`, as coming from this process. A full bounded mailbox
+    /// rejects it or drops its oldest message, as [`Handle::send`](crate::Handle::send)
+    /// says.
     ///
     /// # Errors
-    /// [`SendError`] when `to` does not exist or has finished; the error gives the
-    /// message back.
+    /// [`SendError`] when `to` does not exist or has finished, or its bounded mailbox
+    /// is full and rejects; the error gives the message back.
     #[inline]
     pub fn send<T: Any + Send>(&self, to: Pid, message: T) -> Result<(), SendError> {
         let payload = Payload::new(message);
@@ -148,6 +149,24 @@ impl Context {
         input: impl IntoPayloads,
     ) -> Result<Pid, SpawnError> {
         self.spawn_new(process, method, input, true)
+    }
+
+    /// Like [`spawn`](Self::spawn), as `options` say: with a bounded mailbox
+    /// ([`SpawnOptions::bounded_mailbox`]), detached ([`SpawnOptions::detached`]).
+    ///
+    /// # Errors
+    /// As [`spawn`](Self::spawn), plus [`SpawnError::ZeroMailboxCapacity`] for a
+    /// bounded mailbox of capacity 0.
+    pub fn spawn_with<P: IntoProcess>(
+        &self,
+        process: P,
+        method: &str,
+        input: impl IntoPayloads,
+        options: SpawnOptions,
+    ) -> Result<Pid, SpawnError> {
+        let process = NewProcess::new(process.into_process(), method, input.into_payloads(), false);
+        self.backend()
+            .spawn(Some(self.pid()), options.apply(process))
     }
 }
 

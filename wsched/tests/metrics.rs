@@ -242,3 +242,37 @@ fn time_in_state_covers_the_wait_and_busy_time_stays_within_wall_time() {
     }
     assert!(m.total().busy > Duration::ZERO);
 }
+
+#[test]
+fn messages_queued_in_a_bounded_mailbox_are_listed_too() {
+    let s = scheduler(1);
+    let (started_tx, started) = mpsc::channel();
+    let (release, released) = mpsc::channel::<()>();
+    let pid = s
+        .spawn_with(
+            Scripted::new(move |_, _, out| {
+                started_tx.send(()).unwrap();
+                released.recv().unwrap();
+                out.set_status(Status::Done(Payload::unit()));
+                Ok(())
+            }),
+            "run",
+            (),
+            wsched::SpawnOptions::new().bounded_mailbox(4, wsched::Overflow::Reject),
+        )
+        .unwrap();
+    started.recv().unwrap();
+    s.send(pid, 1_u8).unwrap();
+    s.send(pid, 2_u8).unwrap();
+    let info = s
+        .processes()
+        .into_iter()
+        .find(|p| p.pid == pid)
+        .expect("listed");
+    assert_eq!(info.mailbox, 2);
+    assert_eq!(info.waiting_messages[0].type_name, "u8");
+    assert_eq!(info.bounded_mailbox.expect("bounded").queued, 2);
+    assert!(info.to_string().contains("2 messages waiting"), "{info}");
+    release.send(()).unwrap();
+    s.wait(pid).unwrap();
+}

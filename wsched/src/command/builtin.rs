@@ -14,6 +14,7 @@ use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
 use crate::process::IntoProcess;
 use crate::runtime::cell::{NewProcess, ResultWaiter};
+use crate::runtime::SpawnOptions;
 
 /// Completes with `()` after `duration` (to about a millisecond, never early).
 ///
@@ -67,6 +68,17 @@ impl Spawn {
         Self {
             process: NewProcess::new(process.into_process(), method, input.into_payloads(), false)
                 .link_to_parent(),
+        }
+    }
+
+    /// Spawns the child as `options` also say: with a bounded mailbox, detached
+    /// (see [`SpawnOptions`]). They add to the constructor's choice:
+    /// `Spawn::linked(..).with_options(..)` still links, and a detached child stays
+    /// detached. A capacity of 0 fails the spawn with
+    /// [`SpawnError::ZeroMailboxCapacity`](crate::SpawnError::ZeroMailboxCapacity).
+    pub fn with_options(self, options: SpawnOptions) -> Self {
+        Self {
+            process: options.apply(self.process),
         }
     }
 

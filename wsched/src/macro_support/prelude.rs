@@ -11,4 +11,5 @@ pub use crate::payload::Payload;
 pub use crate::pid::Pid;
 pub use crate::process::{Message, Tag};
 pub use crate::runtime::{CallError, Down, Exit, MonitorRef, Reply, Request};
+pub use crate::runtime::{Overflow, SpawnOptions};
 pub use crate::{call, process, recv, this, yield_all, yield_cmd, RecvError};

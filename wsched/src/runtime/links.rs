@@ -228,7 +228,8 @@ impl Monitors {
                 pid: from,
                 reason: reason.clone(),
             };
-            let _ = shared.send_message(Some(from), to, Payload::new(exit));
+            // A signal: it takes no room in a bounded mailbox (see `bounded.rs`).
+            let _ = shared.send_signal(Some(from), to, Payload::new(exit));
         } else if !reason.is_normal() {
             let root = match reason {
                 ExitReason::Linked { reason, .. } => (**reason).clone(),

@@ -1,5 +1,6 @@
 //! Always-on counters, cheap enough to leave on, and the process listing.
 
+use super::bounded::MailboxInfo;
 use super::state::ProcessState;
 use crate::pid::Pid;
 use crate::process::{SuspendKind, SuspendPoint};
@@ -310,10 +311,21 @@ pub struct Metrics {
     /// [`on_unobserved_failure`](crate::Builder::on_unobserved_failure) hook
     /// (see [`FailureReport`](crate::FailureReport) for the rule).
     pub unobserved_failures: u64,
-    /// Messages still unread when their process ended, handed to the
-    /// [`on_dead_letter`](crate::Builder::on_dead_letter) hook if there is one
-    /// (see [`DeadLetter`](crate::DeadLetter)).
+    /// Messages handed to the [`on_dead_letter`](crate::Builder::on_dead_letter)
+    /// hook (or dropped, without one): still unread when their process ended, or
+    /// dropped by a full bounded mailbox (see [`DeadLetter`](crate::DeadLetter) and
+    /// its [`reason`](crate::DeadLetter::reason)).
     pub dead_letters: u64,
+    /// Messages full bounded mailboxes with
+    /// [`Overflow::DropOldest`](crate::Overflow::DropOldest) dropped to make room
+    /// for newer ones. Each is a dead letter too (so also in
+    /// [`dead_letters`](Self::dead_letters)).
+    pub dropped_messages: u64,
+    /// Messages full bounded mailboxes with
+    /// [`Overflow::Reject`](crate::Overflow::Reject) refused: sends that failed with
+    /// [`SendErrorKind::MailboxFull`](crate::SendErrorKind::MailboxFull) (the
+    /// message handed back), and timed messages that became dead letters.
+    pub rejected_messages: u64,
 }
 
 impl Metrics {
@@ -370,6 +382,10 @@ pub struct ProcessInfo {
     /// wake and every 61 steps: so a process that just ended a long step counts
     /// that step too.
     pub time_in_state: Duration,
+    /// Its mailbox's capacity, fill and overflow counts, if it was spawned with a
+    /// bounded one ([`SpawnOptions::bounded_mailbox`](crate::SpawnOptions::bounded_mailbox));
+    /// `None`: unbounded.
+    pub bounded_mailbox: Option<MailboxInfo>,
 }
 
 impl ProcessInfo {
@@ -416,6 +432,14 @@ impl std::fmt::Display for ProcessInfo {
         )?;
         if let Some(point) = &self.suspended_at {
             write!(f, ", at {point}")?;
+        }
+        match self.mailbox {
+            0 => {}
+            1 => f.write_str(", 1 message waiting")?,
+            n => write!(f, ", {n} messages waiting")?,
+        }
+        if let Some(mailbox) = &self.bounded_mailbox {
+            write!(f, ", {mailbox}")?;
         }
         Ok(())
     }

@@ -6,6 +6,8 @@
 //! | `builder.rs` | configuration |
 //! | `shared.rs` | state shared by all workers: spawning, sending, scheduling |
 //! | `cell.rs` | one process, in one allocation: its body, mailbox and result slot |
+//! | `bounded.rs` | bounded mailboxes: a capacity on messages, and what a full one does |
+//! | `spawn_options.rs` | how a process is spawned: its mailbox, whether its result is kept |
 //! | `state.rs` | the process state machine (one atomic word) |
 //! | `registry.rs` | the PID table (a slab indexed by PID) |
 //! | `names.rs` | the name table: processes registered under names |
@@ -25,6 +27,7 @@ pub(crate) mod queue;
 #[cfg(test)]
 mod tests;
 
+mod bounded;
 mod builder;
 pub(crate) mod calls;
 pub(crate) mod cell;
@@ -39,17 +42,20 @@ mod names;
 mod registry;
 mod scheduler;
 pub(crate) mod shared;
+mod spawn_options;
 mod state;
 mod unobserved;
 mod worker;
 
+pub use bounded::{MailboxInfo, Overflow};
 pub use builder::Builder;
 pub use calls::{CallError, Reply, Request};
-pub use dead_letters::DeadLetter;
+pub use dead_letters::{DeadLetter, DeadLetterReason};
 pub use links::Exit;
 pub use metrics::{MessageCount, Metrics, ProcessInfo, WorkerMetrics};
 pub use monitors::{Down, Monitor, MonitorRef};
 pub use scheduler::{Handle, Scheduler, ShutdownReport};
+pub use spawn_options::SpawnOptions;
 pub use state::ProcessState;
 pub use unobserved::FailureReport;
 

@@ -551,7 +551,8 @@ impl Monitors {
 fn deliver(shared: &Shared, watcher: &Watcher, down: Down) {
     match watcher {
         Watcher::Process(to) => {
-            let _ = shared.send_message(Some(down.pid), *to, Payload::new(down));
+            // A signal: it takes no room in a bounded mailbox (see `bounded.rs`).
+            let _ = shared.send_signal(Some(down.pid), *to, Payload::new(down));
         }
         Watcher::Thread(slot) => slot.fill(down),
         Watcher::Call(slot) => {

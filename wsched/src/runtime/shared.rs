@@ -4,8 +4,9 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::bounded::{OverflowCounts, Pushed};
 use super::cell::{CellRef, Header, NewProcess, Owned, ProcessCell, ResultWaiter};
-use super::dead_letters::DeadLetters;
+use super::dead_letters::{DeadLetterReason, DeadLetters};
 use super::drop_quietly;
 use super::held::HeldMessages;
 use super::idle::Idle;
@@ -71,8 +72,11 @@ pub(crate) struct Shared {
     flags: CachePadded<Flags>,
     /// PIDs stopped by shutdown, by whoever stopped them.
     stopped: Mutex<Vec<Pid>>,
-    /// Where unread messages go when their process ends (see `dead_letters.rs`).
+    /// Where unread messages go when their process ends, or a full bounded mailbox
+    /// drops them (see `dead_letters.rs`).
     pub(crate) dead_letters: DeadLetters,
+    /// Messages full bounded mailboxes dropped or rejected (see `bounded.rs`).
+    pub(crate) overflows: OverflowCounts,
     /// Where failures nobody observes go (see `unobserved.rs`).
     unobserved: UnobservedFailures,
     /// What processes took in and have not received (see `held.rs`).
@@ -148,6 +152,7 @@ impl Shared {
             clock: CoarseClock::new(),
             held: HeldMessages::new(),
             dead_letters: parts.dead_letters,
+            overflows: OverflowCounts::default(),
             unobserved: parts.unobserved,
         })
     }
@@ -172,9 +177,13 @@ impl Shared {
         &self,
         handle: &Handle,
         parent: Option<Pid>,
-        process: NewProcess,
+        mut process: NewProcess,
     ) -> Result<Pid, SpawnError> {
         debug_assert!(std::ptr::eq(handle.shared(), self));
+        if process.has_zero_capacity() {
+            drop_quietly(process);
+            return Err(SpawnError::ZeroMailboxCapacity);
+        }
         let caller = worker::caller(self);
         let linked = process.links_to_parent();
         self.live.add(caller);
@@ -262,41 +271,88 @@ impl Shared {
         self.idle.notify_one();
     }
 
+    /// Sends a message that counts against a bounded mailbox's capacity: every send
+    /// of a user's message. A message a full mailbox dropped to make room goes to
+    /// the dead letters here, outside every lock.
+    #[inline]
     pub(crate) fn send_message(
         &self,
         from: Option<Pid>,
         to: Pid,
         payload: Payload,
     ) -> Result<(), SendError> {
+        match self.push_message(from, to, payload, false) {
+            Ok(None) => Ok(()),
+            Ok(Some(dropped)) => {
+                self.drop_oldest(to, dropped);
+                Ok(())
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Sends a signal the runtime makes (a monitor's `Down`, a link's `Exit`): a
+    /// message that takes no room in a bounded mailbox and is never refused for
+    /// want of it.
+    pub(crate) fn send_signal(
+        &self,
+        from: Option<Pid>,
+        to: Pid,
+        payload: Payload,
+    ) -> Result<(), SendError> {
+        let sent = self.push_message(from, to, payload, true);
+        debug_assert!(!matches!(sent, Ok(Some(_))), "signals displace nothing");
+        sent.map(drop)
+    }
+
+    /// Hands a message a full bounded mailbox dropped to make room to the dead
+    /// letters, counted.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn drop_oldest(&self, to: Pid, dropped: Message) {
+        self.overflows.count_dropped();
+        self.dead_letters
+            .one(to, dropped, DeadLetterReason::DroppedOldest);
+    }
+
+    /// Pushes a message into `to`'s mailbox, waking it if need be. `Ok(Some)`: the
+    /// oldest message a full drop-oldest mailbox dropped to make room, for the caller
+    /// to hand to [`drop_oldest`](Self::drop_oldest) once it holds no lock.
+    #[inline]
+    pub(crate) fn push_message(
+        &self,
+        from: Option<Pid>,
+        to: Pid,
+        payload: Payload,
+        signal: bool,
+    ) -> Result<Option<Message>, SendError> {
         let mut message = Some(Message { from, payload });
         // Small answers only: the message stays in `message` unless delivered.
-        let delivered = self
-            .registry
-            .with(to, |cell| match cell.push_message(&mut message) {
-                Some(woke) => {
-                    if woke {
-                        worker::schedule_woken(self, cell.clone());
-                    }
-                    true
-                }
-                None => false,
-            });
-        match delivered {
-            Some(true) => Ok(()),
-            Some(false) => {
-                let payload = message.take().expect("not delivered").payload;
-                Err(SendError::new(to, SendErrorKind::Finished, payload))
+        let pushed = self.registry.with(to, |cell| {
+            let pushed = cell.push_message(&mut message, signal);
+            if let Pushed::Queued { woke: true } | Pushed::Displaced { woke: true } = pushed {
+                worker::schedule_woken(self, cell.clone());
             }
-            None => {
-                let kind = if self.registry.issued(to) {
-                    SendErrorKind::Finished
-                } else {
-                    SendErrorKind::NoSuchProcess
-                };
-                let payload = message.take().expect("not taken").payload;
-                Err(SendError::new(to, kind, payload))
-            }
-        }
+            pushed
+        });
+        let kind = match pushed {
+            Some(Pushed::Queued { .. }) => return Ok(None),
+            Some(Pushed::Displaced { .. }) => return Ok(message),
+            Some(Pushed::Closed) => SendErrorKind::Finished,
+            Some(Pushed::Full) => self.rejected(),
+            None if self.registry.issued(to) => SendErrorKind::Finished,
+            None => SendErrorKind::NoSuchProcess,
+        };
+        let payload = message.take().expect("not delivered").payload;
+        Err(SendError::new(to, kind, payload))
+    }
+
+    /// Counts a message a full bounded mailbox refused.
+    #[cold]
+    #[inline(never)]
+    fn rejected(&self) -> SendErrorKind {
+        self.overflows.count_rejected();
+        SendErrorKind::MailboxFull
     }
 
     /// The cell of `pid` if its process is live (not done), or why it is not.
@@ -644,6 +700,8 @@ impl Shared {
             blocking_threads: self.blocking.threads(),
             unobserved_failures: self.unobserved.count(),
             dead_letters: self.dead_letters.count(),
+            dropped_messages: self.overflows.dropped(),
+            rejected_messages: self.overflows.rejected(),
         }
     }
 
@@ -666,6 +724,7 @@ impl Shared {
                     mailbox: waiting_messages.iter().map(|m| m.count).sum(),
                     waiting_messages,
                     time_in_state: self.clock.since(cell.changed_at()),
+                    bounded_mailbox: cell.mailbox_info(),
                 }
             })
             .collect();
