@@ -68,9 +68,10 @@ pub use process::{
     Tag, Yield,
 };
 pub use runtime::{
-    Builder, CallError, DeadLetter, DeadLetterReason, Down, Exit, FailureReport, Handle,
-    MailboxInfo, MessageCount, Metrics, Monitor, MonitorRef, Overflow, ProcessInfo, ProcessState,
-    Reply, Request, Scheduler, ShutdownReport, SpawnOptions, WorkerMetrics,
+    Builder, CallError, DeadLetter, DeadLetterReason, Down, Exit, FailureReport, Handle, Histogram,
+    LongStep, MailboxInfo, MessageCount, Metrics, Monitor, MonitorRef, Overflow, ProcessInfo,
+    ProcessState, Reply, Request, Scheduler, ShutdownReport, SpawnOptions, StepTimingMetrics,
+    WorkerMetrics, WorkerStepTiming,
 };
 
 /// The README's example compiles: it is run as a doc test.

@@ -22,6 +22,7 @@
 //! | `live.rs` | the live-process count, per worker, that shutdown waits on |
 //! | `worker.rs` | the worker loop: find work, step, dispatch |
 //! | `metrics.rs` | always-on counters and the process listing |
+//! | `timing.rs` | opt-in step timing: step and wake-latency histograms, busy time, the long-step detector |
 
 pub(crate) mod queue;
 #[cfg(test)]
@@ -44,6 +45,7 @@ mod scheduler;
 pub(crate) mod shared;
 mod spawn_options;
 mod state;
+mod timing;
 mod unobserved;
 mod worker;
 
@@ -57,6 +59,7 @@ pub use monitors::{Down, Monitor, MonitorRef};
 pub use scheduler::{Handle, Scheduler, ShutdownReport};
 pub use spawn_options::SpawnOptions;
 pub use state::ProcessState;
+pub use timing::{Histogram, LongStep, StepTimingMetrics, WorkerStepTiming};
 pub use unobserved::FailureReport;
 
 pub(crate) use crate::process::{drop_all_quietly, drop_quietly, panic_message};

@@ -21,6 +21,7 @@ use super::queue::inject::Inject;
 use super::queue::lifo::LifoSlot;
 use super::queue::local::Steal;
 use super::registry::Registry;
+use super::timing::Timing;
 use super::unobserved::{is_failure, FailureReport, UnobservedFailures};
 use super::worker::{self, Caller};
 use crate::command::blocking::BlockingPool;
@@ -81,6 +82,8 @@ pub(crate) struct Shared {
     unobserved: UnobservedFailures,
     /// What processes took in and have not received (see `held.rs`).
     pub(crate) held: HeldMessages,
+    /// Step timing, when the builder turned it on (see `timing.rs`).
+    pub(crate) timing: Option<Box<Timing>>,
     /// Milliseconds since the scheduler was built, for the processes' state stamps;
     /// its start is the origin of the workers' busy clocks too.
     pub(crate) clock: CoarseClock,
@@ -105,6 +108,7 @@ pub(crate) struct SharedParts {
     pub(crate) timers: Arc<Timers>,
     pub(crate) dead_letters: DeadLetters,
     pub(crate) unobserved: UnobservedFailures,
+    pub(crate) timing: Option<Box<Timing>>,
 }
 
 /// How a process ended, when watchers are still to be told (see [`Shared::end`]).
@@ -154,6 +158,7 @@ impl Shared {
             dead_letters: parts.dead_letters,
             overflows: OverflowCounts::default(),
             unobserved: parts.unobserved,
+            timing: parts.timing,
         })
     }
 
@@ -353,6 +358,11 @@ impl Shared {
     fn rejected(&self) -> SendErrorKind {
         self.overflows.count_rejected();
         SendErrorKind::MailboxFull
+    }
+
+    /// The cell of `pid`, if the PID table has it.
+    pub(crate) fn cell_of(&self, pid: Pid) -> Option<CellRef> {
+        self.registry.get(pid)
     }
 
     /// The cell of `pid` if its process is live (not done), or why it is not.
@@ -695,6 +705,7 @@ impl Shared {
             live: self.live(),
             global_queue: self.inject.len(),
             remote_schedules: self.inject.remote_pushes(),
+            step_timing: self.timing.as_ref().map(|t| t.metrics()),
             pending_timers: self.timers.pending(),
             undelivered_timed_messages: self.timers.undelivered(),
             blocking_threads: self.blocking.threads(),
@@ -724,6 +735,7 @@ impl Shared {
                     mailbox: waiting_messages.iter().map(|m| m.count).sum(),
                     waiting_messages,
                     time_in_state: self.clock.since(cell.changed_at()),
+                    busy: self.timing.as_ref().map(|t| t.busy(cell.busy_ticks())),
                     bounded_mailbox: cell.mailbox_info(),
                 }
             })
