@@ -108,6 +108,17 @@ impl Context {
         self.backend().cancel(Some(self.pid()), pid)
     }
 
+    /// Stops `pid` without another step: the strong form of [`cancel`](Self::cancel),
+    /// for a process that did not finish when asked (a supervisor's shutdown timeout
+    /// uses it). See [`Handle::kill`](crate::Handle::kill). Killing this process
+    /// itself ends it when the current step returns.
+    ///
+    /// # Errors
+    /// [`CancelError`] when `pid` does not exist or has finished.
+    pub fn kill(&self, pid: Pid) -> Result<(), CancelError> {
+        self.backend().kill(Some(self.pid()), pid)
+    }
+
     /// Spawns `process` running entry `method` with `input`. Its result is kept until
     /// someone claims it with a join or a wait.
     ///
@@ -277,6 +288,24 @@ impl Context {
             .link_to_parent();
         self.backend().spawn(Some(self.pid()), process)
     }
+
+    /// Like [`spawn_linked`](Self::spawn_linked), but nobody will claim the result
+    /// (as [`spawn_detached`](Self::spawn_detached)): for children watched through
+    /// their link alone, such as a [`Supervisor`](crate::supervisor::Supervisor)'s,
+    /// which must not leave a result behind each time one ends.
+    ///
+    /// # Errors
+    /// As [`spawn`](Self::spawn); no link is made then.
+    pub fn spawn_linked_detached<P: IntoProcess>(
+        &self,
+        process: P,
+        method: &str,
+        input: impl IntoPayloads,
+    ) -> Result<Pid, SpawnError> {
+        let process = NewProcess::new(process.into_process(), method, input.into_payloads(), true)
+            .link_to_parent();
+        self.backend().spawn(Some(self.pid()), process)
+    }
 }
 
 impl Context {
@@ -311,6 +340,9 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn send(&self, from: Option<Pid>, to: Pid, payload: Payload) -> Result<(), SendError>;
 
     fn cancel(&self, from: Option<Pid>, pid: Pid) -> Result<(), CancelError>;
+
+    /// Stops `pid` without another step (see `Shared::kill`).
+    fn kill(&self, from: Option<Pid>, pid: Pid) -> Result<(), CancelError>;
 
     fn register(&self, name: &str, pid: Pid) -> Result<(), RegisterError>;
 

@@ -156,6 +156,14 @@ impl Scheduler {
         self.handle.cancel(pid)
     }
 
+    /// See [`Handle::kill`].
+    ///
+    /// # Errors
+    /// As [`Handle::kill`].
+    pub fn kill(&self, pid: Pid) -> Result<(), CancelError> {
+        self.handle.kill(pid)
+    }
+
     /// See [`Handle::wait`].
     ///
     /// # Errors
@@ -421,6 +429,23 @@ impl Handle {
     /// [`CancelError`] when `pid` never existed or has finished.
     pub fn cancel(&self, pid: Pid) -> Result<(), CancelError> {
         self.shared.cancel(pid)
+    }
+
+    /// Stops `pid` without another step, as shutdown stops the processes still live
+    /// at its timeout: at once if it waits or sits in a queue, when its current step
+    /// returns if it is running (a step cannot be interrupted). It gets no cancel and
+    /// no say; its `close` runs, its result is [`ProcessError::Stopped`](crate::ProcessError::Stopped),
+    /// and monitors and links learn [`ExitReason::Killed`](crate::ExitReason::Killed).
+    /// Use [`cancel`](Self::cancel) first and kill what did not finish in time: a
+    /// [`Supervisor`](crate::supervisor::Supervisor)'s shutdown does exactly that.
+    ///
+    /// A kill is not a failure (like a cancel, somebody decided it), so it is not
+    /// reported as unobserved, and shutdown's report does not list it.
+    ///
+    /// # Errors
+    /// [`CancelError`] when `pid` never existed or has finished.
+    pub fn kill(&self, pid: Pid) -> Result<(), CancelError> {
+        self.shared.kill(pid)
     }
 
     /// Blocks until `pid` finishes and returns its result (claiming it: a result is
