@@ -217,7 +217,9 @@ impl fmt::Display for ProcessError {
             Self::Panicked { phase, message } => {
                 write!(f, "process panicked in {phase}: {message}")
             }
-            Self::Stopped => f.write_str("process was stopped before it finished (killed, or by shutdown)"),
+            Self::Stopped => {
+                f.write_str("process was stopped before it finished (killed, or by shutdown)")
+            }
             Self::Linked { pid, reason } => write!(
                 f,
                 "process was stopped because linked process {pid} ended ({reason}); \

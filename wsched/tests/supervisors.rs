@@ -19,8 +19,8 @@ use wsched::supervisor::{
 };
 use wsched::testing::TestProcess;
 use wsched::{
-    Context, Event, Events, ExitReason, InitError, Payload, Payloads, Pid, Process,
-    ProcessError, Scheduler, SendErrorKind, Status, StepError, StepOutput, YieldError,
+    Context, Event, Events, ExitReason, InitError, Payload, Payloads, Pid, Process, ProcessError,
+    Scheduler, SendErrorKind, Status, StepError, StepOutput, YieldError,
 };
 
 /// A hang guard, never a wait for something to happen.
@@ -301,7 +301,10 @@ fn restart_kinds_decide_by_how_the_child_ended() {
     // ... not after a cancellation it passed on, nor a normal end.
     let down = s.monitor(pids[1]);
     s.cancel(pids[1]).unwrap();
-    assert_eq!(down.wait_timeout(PATIENCE).unwrap().reason, ExitReason::Cancelled);
+    assert_eq!(
+        down.wait_timeout(PATIENCE).unwrap().reason,
+        ExitReason::Cancelled
+    );
     assert!(view
         .wait_for(PATIENCE, |c| c[1].pid.is_none().then_some(()))
         .is_some());
@@ -331,7 +334,10 @@ fn a_transient_child_that_finishes_normally_is_not_restarted() {
     assert!(view
         .wait_for(PATIENCE, |c| c[0].pid.is_none().then_some(()))
         .is_some());
-    assert_eq!((view.restarts(), view.state()), (0, SupervisorState::Running));
+    assert_eq!(
+        (view.restarts(), view.state()),
+        (0, SupervisorState::Running)
+    );
     assert_eq!(stop(&s, sup_pid), ExitReason::Cancelled);
     s.shutdown(PATIENCE);
 }
@@ -414,7 +420,10 @@ fn restarts_spread_wider_than_the_period_never_escalate() {
         end_child(&s, pids[0], Cmd::Fail);
     }
     running(&view, |c| c[0].restarts == 20);
-    assert_eq!((view.state(), view.restarts()), (SupervisorState::Running, 20));
+    assert_eq!(
+        (view.state(), view.restarts()),
+        (SupervisorState::Running, 20)
+    );
     // Now three within one period: the third escalates.
     *now.lock().unwrap() += period + Duration::from_millis(1);
     for n in 20..22 {
@@ -595,7 +604,10 @@ fn a_child_that_ignores_its_cancel_is_killed_after_its_timeout() {
     let stubborn_down = s.monitor(pids[1]);
     let started = Instant::now();
     assert_eq!(stop(&s, sup_pid), ExitReason::Cancelled);
-    assert!(started.elapsed() >= timeout, "the timeout was given in full");
+    assert!(
+        started.elapsed() >= timeout,
+        "the timeout was given in full"
+    );
     assert_eq!(
         stubborn_down.wait_timeout(PATIENCE).unwrap().reason,
         ExitReason::Killed
@@ -699,7 +711,86 @@ fn a_child_that_cannot_start_fails_the_supervisor_after_stopping_the_others() {
         .child(worker("x", &log, Mode::Obedient))
         .child(worker("x", &log, Mode::Obedient));
     let error = s.spawn(dup, Supervisor::ENTRY, ()).unwrap_err();
-    assert!(error.to_string().contains("two children have the id `x`"), "{error}");
+    assert!(
+        error.to_string().contains("two children have the id `x`"),
+        "{error}"
+    );
+    s.shutdown(PATIENCE);
+}
+
+#[test]
+fn a_restart_that_cannot_start_counts_again_until_the_intensity_is_exceeded() {
+    let s = scheduler(1);
+    let log = Log::default();
+    let made = Arc::new(AtomicU64::new(0));
+    let (log2, made2) = (log.clone(), made.clone());
+    // The factory works once, then panics: every restart fails to start.
+    let flaky = ChildSpec::new(
+        "flaky",
+        move || {
+            if made2.fetch_add(1, Ordering::SeqCst) > 0 {
+                panic!("{MARKER}: the factory is broken");
+            }
+            Worker {
+                id: "flaky",
+                log: log2.clone(),
+                mode: Mode::Obedient,
+            }
+        },
+        "run",
+        (),
+    );
+    let sup = Supervisor::new(Strategy::OneForOne)
+        .intensity(3, PATIENCE)
+        .child(worker("a", &log, Mode::Obedient))
+        .child(flaky);
+    let view = sup.handle();
+    let sup_pid = s.spawn(sup, Supervisor::ENTRY, ()).unwrap();
+    let down = s.monitor(sup_pid);
+    let pids = running(&view, |_| true);
+    end_child(&s, pids[1], Cmd::Fail);
+    // The end is restart 1; the three failed starts are restarts 2, 3 and 4.
+    let reason = down.wait_timeout(PATIENCE).unwrap().reason;
+    let expected = SupervisorError::Intensity {
+        child: "flaky".into(),
+        restarts: 4,
+        period: PATIENCE,
+    };
+    assert_eq!(
+        reason,
+        ExitReason::Error {
+            message: expected.to_string()
+        }
+    );
+    assert_eq!(view.error(), Some(expected));
+    assert_eq!(
+        made.load(Ordering::SeqCst),
+        4,
+        "one start, three failed restarts"
+    );
+    assert_eq!(view.child("flaky").unwrap().restarts, 0, "none succeeded");
+    assert_eq!(view.restarts(), 3);
+
+    // At the first start, a panicking factory is a start failure.
+    let broken = Supervisor::new(Strategy::OneForOne).child(ChildSpec::new(
+        "broken",
+        || -> Worker { panic!("{MARKER}: broken from the start") },
+        "run",
+        (),
+    ));
+    let view = broken.handle();
+    let pid = s.spawn(broken, Supervisor::ENTRY, ()).unwrap();
+    let error = s.wait_timeout(pid, PATIENCE).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("could not start child `broken`: cannot spawn: init panicked"),
+        "{error}"
+    );
+    assert!(matches!(
+        view.error(),
+        Some(SupervisorError::StartFailed { child, .. }) if child == "broken"
+    ));
     s.shutdown(PATIENCE);
 }
 
@@ -809,7 +900,11 @@ fn a_process_asks_which_children_and_gets_them() {
 
 #[test]
 fn the_scheduler_shuts_down_while_supervisors_restart_children() {
-    for strategy in [Strategy::OneForOne, Strategy::OneForAll, Strategy::RestForOne] {
+    for strategy in [
+        Strategy::OneForOne,
+        Strategy::OneForAll,
+        Strategy::RestForOne,
+    ] {
         let s = scheduler(2);
         let log = Log::default();
         let starts = Arc::new(AtomicU64::new(0));
@@ -888,7 +983,10 @@ fn kill_stops_a_process_without_a_step_and_is_not_shutdowns_stop() {
         .unwrap();
     let down = s.monitor(pid);
     s.kill(pid).unwrap();
-    assert_eq!(down.wait_timeout(PATIENCE).unwrap().reason, ExitReason::Killed);
+    assert_eq!(
+        down.wait_timeout(PATIENCE).unwrap().reason,
+        ExitReason::Killed
+    );
     assert_eq!(take(&log), vec![Ev::Started("k"), Ev::Closed("k")]);
     let error = s.wait_timeout(pid, PATIENCE).unwrap_err();
     assert!(matches!(error.process_error(), Some(ProcessError::Stopped)));
@@ -928,7 +1026,10 @@ fn the_harness_plays_a_one_for_all_restart_step_by_step() {
     let monitor = t.take_monitors().remove(0);
     assert_eq!(monitor.target, a);
     assert_eq!(t.take_timed()[0].delay, Duration::from_secs(2));
-    assert!(t.take_spawned().is_empty(), "nothing restarts before a ended");
+    assert!(
+        t.take_spawned().is_empty(),
+        "nothing restarts before a ended"
+    );
 
     // a ends (its Down): both start again, in order.
     assert_eq!(t.play_end(a, ExitReason::Cancelled), 1);

@@ -4,14 +4,14 @@
 //!
 //! A [`Supervisor`] is built from [`ChildSpec`]s and spawned like any process, on
 //! entry [`Supervisor::ENTRY`] with no input (from a [`Handle`](crate::Handle), a
-//! [`Context`](crate::Context), `this::spawn`, or as a child of another supervisor:
+//! [`Context`], `this::spawn`, or as a child of another supervisor:
 //! [`ChildSpec::supervisor`]).
 //!
 //! # Rules
 //!
 //! * **Start.** The supervisor traps exits and, in its first step, starts its
 //!   children in the order they were added, each spawned detached and linked to it
-//!   ([`Context::spawn_linked_detached`](crate::Context::spawn_linked_detached)) from
+//!   ([`Context::spawn_linked_detached`]) from
 //!   a fresh value its spec's factory builds. If a child cannot start (its `init`
 //!   refuses or panics), the children started so far are stopped and the supervisor
 //!   fails with [`SupervisorError::StartFailed`].
@@ -35,11 +35,11 @@
 //!   scheduler's shutdown) or gives up, it stops its running children one at a time
 //!   in reverse start order. Each is unlinked, monitored and cancelled, then given
 //!   its [`shutdown timeout`](ChildSpec::shutdown) to end; one still running then is
-//!   killed ([`Context::kill`](crate::Context::kill): stopped without another step,
-//!   reason [`ExitReason::Killed`](crate::ExitReason::Killed)). The next child is
+//!   killed ([`Context::kill`]: stopped without another step,
+//!   reason [`ExitReason::Killed`]). The next child is
 //!   stopped only once the previous one has ended. A zero timeout kills at once;
 //!   [`Duration::MAX`] waits as long as it takes (the default for supervisors). A
-//!   cancelled supervisor then ends with [`ExitReason::Cancelled`](crate::ExitReason::Cancelled).
+//!   cancelled supervisor then ends with [`ExitReason::Cancelled`].
 //!   A cancel wins over the other events of the same step: a supervisor being shut
 //!   down does not restart the children whose ends it sees meanwhile. Once the
 //!   scheduler is shutting down, restarts fail and the supervisor shuts down instead.
@@ -315,7 +315,10 @@ impl fmt::Display for SupervisorError {
                 write!(f, "supervisor could not start child `{child}`: {message}")
             }
             Self::LinkedExit { pid, reason } => {
-                write!(f, "supervisor stopped: linked process {pid} ended ({reason})")
+                write!(
+                    f,
+                    "supervisor stopped: linked process {pid} ended ({reason})"
+                )
             }
         }
     }
@@ -359,6 +362,11 @@ pub enum SupervisorState {
 /// Ask a supervisor for its children: send it this from a process, and it answers
 /// with [`Children`] (to the sender; a message from outside any process gets no
 /// answer — use a [`SupervisorHandle`] there).
+///
+/// The answer reflects every message the supervisor read before the question: a
+/// child's end that reached it first has been dealt with — restarted, for a
+/// one-for-one supervisor; for a group restart, the children being stopped or not
+/// yet started again show no PID until the restart is complete.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WhichChildren;
 
@@ -380,6 +388,7 @@ struct View {
     children: Vec<Option<ChildInfo>>,
     restarts: u64,
     state: SupervisorState,
+    error: Option<SupervisorError>,
 }
 
 impl View {
@@ -428,6 +437,13 @@ impl SupervisorHandle {
         self.shared.state.lock().state
     }
 
+    /// The error it failed with, once it has (its own supervisor sees its text, as
+    /// an [`ExitReason::Error`]). `None` while it runs, and when it ended otherwise
+    /// (cancelled, or killed).
+    pub fn error(&self) -> Option<SupervisorError> {
+        self.shared.state.lock().error.clone()
+    }
+
     /// Waits until `check` returns `Some` for the children (in start order), or
     /// `timeout` passes (`None`). `check` runs on every change the supervisor
     /// publishes, under its lock: keep it short.
@@ -444,7 +460,12 @@ impl SupervisorHandle {
             }
             match deadline {
                 Some(deadline) => {
-                    if self.shared.changed.wait_until(&mut view, deadline).timed_out() {
+                    if self
+                        .shared
+                        .changed
+                        .wait_until(&mut view, deadline)
+                        .timed_out()
+                    {
                         return check(&view.children());
                     }
                 }
@@ -460,7 +481,12 @@ impl SupervisorHandle {
         while view.state != state {
             match deadline {
                 Some(deadline) => {
-                    if self.shared.changed.wait_until(&mut view, deadline).timed_out() {
+                    if self
+                        .shared
+                        .changed
+                        .wait_until(&mut view, deadline)
+                        .timed_out()
+                    {
                         return view.state == state;
                     }
                 }
@@ -478,6 +504,7 @@ impl fmt::Debug for SupervisorHandle {
             .field("pid", &view.pid)
             .field("state", &view.state)
             .field("restarts", &view.restarts)
+            .field("error", &view.error)
             .field("children", &view.children())
             .finish()
     }

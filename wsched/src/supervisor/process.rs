@@ -83,6 +83,7 @@ impl Supervisor {
         loop {
             let ctx = self.ctx.clone().expect("init stored the context");
             let child = &mut self.children[index];
+            debug_assert!(child.pid.is_none(), "a running child is not started again");
             match child.spec.start(&ctx) {
                 Ok(pid) => {
                     child.pid = Some(pid);
@@ -194,7 +195,10 @@ impl Supervisor {
             | Phase::Ended => {}
             Phase::Stopping(stopping) => {
                 let current = stopping.current.as_ref().map(|c| c.index);
-                stopping.queue = running.into_iter().filter(|&i| Some(i) != current).collect();
+                stopping.queue = running
+                    .into_iter()
+                    .filter(|&i| Some(i) != current)
+                    .collect();
                 stopping.then = Then::End(error);
             }
             Phase::Starting | Phase::Running => {
@@ -222,7 +226,9 @@ impl Supervisor {
         } else {
             let _ = ctx.cancel(pid);
             if timeout != Duration::MAX {
-                timer = ctx.send_after(ctx.pid(), StopTimeout(monitor), timeout).ok();
+                timer = ctx
+                    .send_after(ctx.pid(), StopTimeout(monitor), timeout)
+                    .ok();
             }
         }
         Current {
@@ -284,6 +290,8 @@ impl Supervisor {
                         }
                         Then::End(error) => {
                             self.phase = Phase::Ended;
+                            let published = error.clone();
+                            self.publish(|view| view.error = published);
                             self.outcome = Some(error);
                             self.publish_state();
                             return;

@@ -1,6 +1,7 @@
 //! Child specs: how a supervisor starts each child, and what it does when one ends.
 
 use std::fmt;
+use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
 use crate::context::Context;
@@ -8,7 +9,7 @@ use crate::error::SpawnError;
 use crate::exit::ExitReason;
 use crate::payload::IntoPayloads;
 use crate::pid::Pid;
-use crate::process::IntoProcess;
+use crate::process::{panic_message, IntoProcess};
 
 use super::Supervisor;
 
@@ -67,7 +68,9 @@ type Start = Box<dyn FnMut(&Context) -> Result<Pid, SpawnError> + Send>;
 /// How to start one child of a [`Supervisor`], and how to treat it when it ends.
 ///
 /// The factory builds a fresh process value (and input) for every start, so a
-/// restarted child begins from a clean state. Defaults: [`Restart::Permanent`], a
+/// restarted child begins from a clean state. It runs in the supervisor's step: a
+/// factory that panics fails that start as an `init` that panics would
+/// ([`SpawnError::InitPanicked`]). Defaults: [`Restart::Permanent`], a
 /// shutdown timeout of [`DEFAULT_SHUTDOWN`](Self::DEFAULT_SHUTDOWN) for workers, and
 /// no timeout at all ([`Duration::MAX`], wait as long as it takes) for supervisors,
 /// whose own shutdown is bounded by their children's timeouts.
@@ -143,7 +146,12 @@ impl ChildSpec {
             id: id.into(),
             entry,
             start: Box::new(move |ctx: &Context| {
-                let (process, input) = factory();
+                // A factory that panics fails the start as an `init` that panics
+                // does, rather than the supervisor's step.
+                let made = std::panic::catch_unwind(AssertUnwindSafe(&mut factory));
+                let (process, input) = made.map_err(|panic| SpawnError::InitPanicked {
+                    message: panic_message(&*panic),
+                })?;
                 ctx.spawn_linked_detached(process, &method, input)
             }),
             restart: Restart::Permanent,

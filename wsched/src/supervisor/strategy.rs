@@ -111,7 +111,10 @@ mod tests {
         for i in 0..3 {
             assert!(log.record(intensity, t0 + Duration::from_secs(i)));
         }
-        assert!(!log.record(intensity, t0 + Duration::from_secs(3)), "the 4th in 10 s");
+        assert!(
+            !log.record(intensity, t0 + Duration::from_secs(3)),
+            "the 4th in 10 s"
+        );
 
         // Spread out: the window slides past the old ones.
         let mut log = RestartLog::default();

@@ -101,7 +101,11 @@ impl TestProcess {
     pub fn play_end(&mut self, pid: Pid, reason: ExitReason) -> usize {
         assert!(!self.is_ended(), "the process has ended: it is {self}");
         let mut signals = 0;
-        let linked = self.recorder.links.lock().contains(&link_key(self.pid, pid));
+        let linked = self
+            .recorder
+            .links
+            .lock()
+            .contains(&link_key(self.pid, pid));
         if linked {
             if self.traps_exits() {
                 self.recorder.links.lock().remove(&link_key(self.pid, pid));
