@@ -896,6 +896,56 @@ fn a_process_asks_which_children_and_gets_them() {
     s.shutdown(PATIENCE);
 }
 
+#[test]
+fn a_cancel_during_a_group_restart_ends_it_without_restarting() {
+    let s = scheduler(2);
+    let log = Log::default();
+    let sup = Supervisor::new(Strategy::OneForAll)
+        .intensity(10, PATIENCE)
+        .child(worker("slow", &log, Mode::Stubborn).shutdown(Duration::MAX))
+        .child(worker("b", &log, Mode::Obedient))
+        .child(worker("c", &log, Mode::Obedient));
+    let view = sup.handle();
+    let sup_pid = s.spawn(sup, Supervisor::ENTRY, ()).unwrap();
+    let pids = running(&view, |_| true);
+    take(&log);
+    // b fails: the group restart stops c, then waits on "slow", which ignores its
+    // cancel.
+    end_child(&s, pids[1], Cmd::Fail);
+    let deadline = Instant::now() + PATIENCE;
+    while !log.lock().unwrap().contains(&Ev::Cancelled("slow")) {
+        assert!(Instant::now() < deadline, "slow was never cancelled");
+        std::thread::yield_now();
+    }
+    assert_eq!(view.state(), SupervisorState::Restarting);
+    // Now the supervisor is cancelled: the restart becomes its shutdown.
+    let down = s.monitor(sup_pid);
+    s.cancel(sup_pid).unwrap();
+    assert!(view.wait_state(SupervisorState::ShuttingDown, PATIENCE));
+    s.kill(pids[0]).unwrap();
+    assert_eq!(
+        down.wait_timeout(PATIENCE).unwrap().reason,
+        ExitReason::Cancelled
+    );
+    assert_eq!(
+        take(&log),
+        vec![
+            Ev::Closed("b"),
+            Ev::Cancelled("c"),
+            Ev::Closed("c"),
+            Ev::Cancelled("slow"),
+            Ev::Closed("slow"),
+        ],
+        "nothing started again"
+    );
+    assert_eq!(
+        view.children().iter().filter(|c| c.pid.is_some()).count(),
+        0
+    );
+    assert_eq!(s.metrics().live, 0);
+    s.shutdown(PATIENCE);
+}
+
 // ---- the scheduler shutting down while supervisors restart ----------------------------
 
 #[test]

@@ -13,6 +13,49 @@ use std::time::{Duration, Instant};
 /// child is stopped and removed, not started again; a
 /// [`Transient`](super::Restart::Transient) one is started again only if it was
 /// running.
+///
+/// Rest-for-one, step by step in the [`testing`](crate::testing) harness:
+///
+/// ```
+/// use wsched::prelude::*;
+/// use wsched::supervisor::{ChildSpec, Strategy, Supervisor};
+/// use wsched::testing::TestProcess;
+///
+/// struct Worker;
+///
+/// #[process]
+/// impl Worker {
+///     #[entry]
+///     fn serve(&mut self) -> Result<(), BoxError> {
+///         loop {
+///             recv!(u32)?;
+///         }
+///     }
+/// }
+///
+/// let sup = Supervisor::new(Strategy::RestForOne)
+///     .child(ChildSpec::new("a", || Worker, "serve", ()))
+///     .child(ChildSpec::new("b", || Worker, "serve", ()))
+///     .child(ChildSpec::new("c", || Worker, "serve", ()));
+/// let view = sup.handle();
+/// let mut t = TestProcess::start(sup, Supervisor::ENTRY, ()).unwrap();
+/// let [a, b, c] = <[Pid; 3]>::try_from(
+///     t.take_spawned().iter().map(|s| s.pid).collect::<Vec<_>>(),
+/// ).unwrap();
+///
+/// // b fails: c, started after it, is stopped first (a cancel, then its end)...
+/// t.play_end(b, ExitReason::Error { message: "broken".into() });
+/// assert_eq!(t.take_cancel_requests(), vec![c]);
+/// t.play_end(c, ExitReason::Cancelled);
+/// // ... then b and c start again, in that order, while a runs on.
+/// assert_eq!(t.take_spawned().len(), 2);
+/// let children = view.children();
+/// assert_eq!(children[0].pid, Some(a));
+/// assert_eq!(
+///     children.iter().map(|c| c.restarts).collect::<Vec<_>>(),
+///     vec![0, 1, 1]
+/// );
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Strategy {
     /// Only the child that ended (children independent of each other). The default.
@@ -40,7 +83,64 @@ impl Strategy {
 /// The restart intensity: at most `max` restarts within any `period`. The restart
 /// that would be the `max + 1`-th within `period` is not made: the supervisor stops
 /// its children and fails instead, and its own supervisor decides what next (so
-/// failures climb the tree until one level can cope).
+/// failures climb the tree until one level can cope). A restart exactly `period`
+/// after an earlier one no longer counts that one.
+///
+/// Two restarts in 10 s allowed, with a clock the test moves:
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use std::time::{Duration, Instant};
+/// use wsched::prelude::*;
+/// use wsched::supervisor::{ChildSpec, Strategy, Supervisor, SupervisorError};
+/// use wsched::testing::TestProcess;
+///
+/// struct Worker;
+///
+/// #[process]
+/// impl Worker {
+///     #[entry]
+///     fn serve(&mut self) -> Result<(), BoxError> {
+///         loop {
+///             recv!(u32)?;
+///         }
+///     }
+/// }
+///
+/// let now = Arc::new(Mutex::new(Instant::now()));
+/// let clock = now.clone();
+/// let sup = Supervisor::new(Strategy::OneForOne)
+///     .intensity(2, Duration::from_secs(10))
+///     .clock(move || *clock.lock().unwrap())
+///     .child(ChildSpec::new("w", || Worker, "serve", ()));
+/// let view = sup.handle();
+/// let mut t = TestProcess::start(sup, Supervisor::ENTRY, ()).unwrap();
+/// let mut worker = t.take_spawned().remove(0).pid;
+/// let crash = || ExitReason::Error { message: "crash".into() };
+///
+/// for round in 0..3 {
+///     // Two crashes within the period: both restarted.
+///     for _ in 0..2 {
+///         t.play_end(worker, crash());
+///         worker = t.take_spawned().remove(0).pid;
+///     }
+///     if round < 2 {
+///         // Ten seconds later the window is empty again.
+///         *now.lock().unwrap() += Duration::from_secs(10);
+///     }
+/// }
+/// assert_eq!(view.restarts(), 6);
+/// // A third crash within the period is one too many: no restart, and it fails.
+/// t.play_end(worker, crash());
+/// assert!(t.take_spawned().is_empty());
+/// let error = SupervisorError::Intensity {
+///     child: "w".into(),
+///     restarts: 3,
+///     period: Duration::from_secs(10),
+/// };
+/// assert_eq!(t.expect_error().exit_reason(), ExitReason::Error { message: error.to_string() });
+/// assert_eq!(view.error(), Some(error));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Intensity {
     /// Restarts allowed within `period`.

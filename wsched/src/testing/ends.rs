@@ -43,8 +43,10 @@ impl TestProcess {
     /// [`Exit`] message if this process traps exits (or stops it, for a failure, if it
     /// does not — see [`linked_exit`](Self::linked_exit)); every monitor this process
     /// holds on `pid` is removed and delivers its [`Down`]. Returns how many signals
-    /// were delivered (0: this process neither linked to nor monitored `pid`, and
-    /// nothing happened).
+    /// reached the process: its `Exit` and `Down` messages, or 1 when the link
+    /// stopped it. 0 when it neither linked to nor monitored `pid`, or only linked to
+    /// it without trapping exits and `reason` is normal (the link is then removed,
+    /// and nothing else happens, as on the scheduler).
     ///
     /// A supervisor's child ending, a restart, and the shutdown of a child that
     /// ignores its cancel, step by step:
@@ -141,5 +143,79 @@ impl TestProcess {
             self.step();
         }
         signals
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::error::ProcessError;
+    use crate::exit::ExitReason;
+    use crate::pid::Pid;
+    use crate::runtime::{Down, Exit};
+    use crate::testing::{TestProcess, TestStatus};
+    use crate::{process, recv, this, BoxError};
+
+    struct Watcher;
+
+    #[process]
+    impl Watcher {
+        /// Monitors `target` twice and links to `linked`; returns the Downs.
+        #[entry]
+        fn watch(&mut self, target: Pid, linked: Pid) -> Result<Vec<Down>, BoxError> {
+            this::monitor(target);
+            this::monitor(target);
+            this::link(linked);
+            Ok(vec![recv!(Down)?, recv!(Down)?])
+        }
+
+        /// Traps exits, links to `linked`, kills `victim`, returns the `Exit`.
+        #[entry]
+        fn trap(&mut self, linked: Pid, victim: Pid) -> Result<Exit, BoxError> {
+            this::trap_exits(true);
+            this::link(linked);
+            this::kill(victim)?;
+            Ok(recv!(Exit)?)
+        }
+    }
+
+    #[test]
+    fn play_end_delivers_a_down_per_monitor_and_plays_the_link() {
+        let (target, linked, stranger) = (Pid::from_raw(50), Pid::from_raw(51), Pid::from_raw(52));
+        let mut t = TestProcess::start(Watcher, "watch", (target, linked)).unwrap();
+        assert_eq!(t.play_end(stranger, ExitReason::Killed), 0);
+        // A normal end of a linked process, not trapped: the link goes, nothing else.
+        assert_eq!(t.play_end(linked, ExitReason::Normal), 0);
+        assert!(t.links().is_empty());
+        assert_eq!(t.status(), TestStatus::WaitingForMessage);
+        assert_eq!(t.play_end(target, ExitReason::Killed), 2);
+        let downs = t.result::<Vec<Down>>();
+        assert!(downs
+            .iter()
+            .all(|d| d.pid == target && d.reason == ExitReason::Killed));
+        assert_ne!(downs[0].monitor, downs[1].monitor);
+        assert!(
+            !t.is_monitoring(downs[0].monitor),
+            "a Down ends its monitor"
+        );
+
+        // A failure of a linked process stops one that does not trap exits.
+        let mut t = TestProcess::start(Watcher, "watch", (target, linked)).unwrap();
+        assert_eq!(t.play_end(linked, ExitReason::Cancelled), 1);
+        assert!(matches!(
+            t.expect_error(),
+            ProcessError::Linked { pid, .. } if *pid == linked
+        ));
+    }
+
+    #[test]
+    fn kills_are_recorded_and_a_trapped_end_is_an_exit() {
+        let (linked, victim) = (Pid::from_raw(60), Pid::from_raw(61));
+        let mut t = TestProcess::start(Watcher, "trap", (linked, victim)).unwrap();
+        assert_eq!(t.take_kills(), vec![victim]);
+        assert!(t.take_kills().is_empty(), "taken once");
+        assert_eq!(t.play_end(linked, ExitReason::Normal), 1);
+        let exit = t.result::<Exit>();
+        assert_eq!((exit.pid, exit.reason), (linked, ExitReason::Normal));
+        assert!(t.links().is_empty());
     }
 }
