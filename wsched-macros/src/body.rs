@@ -1,4 +1,4 @@
-//! Lowering of method bodies: `yield_cmd!`, `yield_all!` and `recv!` calls become their
+//! Lowering of method bodies: `yield_cmd!`, `yield_all!`, `recv!` and `call!` calls become their
 //! `@__wsched_lowered` forms (which await a suspension point), and every place where a
 //! suspension cannot work is reported: closures, async blocks, `.await` on anything but
 //! this impl's own entries and `#[suspend]` methods, and DSL calls in plain methods.
@@ -16,7 +16,7 @@ use syn::{Expr, ExprMacro, Macro, Stmt, Token, Type};
 use crate::model::Errors;
 
 /// The DSL macros, by name.
-const DSL: [&str; 3] = ["yield_cmd", "yield_all", "recv"];
+const DSL: [&str; 4] = ["yield_cmd", "yield_all", "recv", "call"];
 
 /// The DSL macro a call is, if it is one: `yield_cmd!`, `wsched::yield_cmd!` or
 /// `::wsched::yield_cmd!` (and the same for the others).
@@ -121,13 +121,22 @@ impl<'a> Lower<'a> {
                 Punctuated::<Expr, Token![,]>::parse_terminated.parse2(mac.tokens.clone());
             return match commands {
                 Ok(commands) if name != "recv" => {
-                    self.fail_keeping(span, message, commands.into_token_stream())
+                    // Of a call's `timeout = d`, the `d` (the whole is no expression).
+                    let kept = commands
+                        .into_iter()
+                        .map(|e| match e {
+                            Expr::Assign(a) => *a.right,
+                            e => e,
+                        })
+                        .collect::<Punctuated<Expr, Token![,]>>();
+                    self.fail_keeping(span, message, kept.into_token_stream())
                 }
                 _ => self.fail(span, message),
             };
         }
         let parsed = match name {
             "recv" => parse_recv.parse2(mac.tokens.clone()),
+            "call" => (|input: ParseStream| parse_call(input, span)).parse2(mac.tokens.clone()),
             _ => Punctuated::<Expr, Token![,]>::parse_terminated
                 .parse2(mac.tokens.clone())
                 .map(|p| Args::Exprs(p.into_iter().collect())),
@@ -188,6 +197,17 @@ impl<'a> Lower<'a> {
                     (Some(ty), Some(t)) => quote!(@__wsched_lowered type #ty, timeout #t),
                 }
             }
+            (_, Args::Call(mut pid, mut request, timeout)) => {
+                self.visit_expr_mut(&mut pid);
+                self.visit_expr_mut(&mut request);
+                match timeout {
+                    None => quote!(@__wsched_lowered #pid, #request),
+                    Some(mut t) => {
+                        self.visit_expr_mut(&mut t);
+                        quote!(@__wsched_lowered #pid, #request, timeout #t)
+                    }
+                }
+            }
             _ => unreachable!("arguments are parsed per macro"),
         };
         let path = &mac.path;
@@ -245,6 +265,48 @@ impl<'a> Lower<'a> {
 enum Args {
     Exprs(Vec<Expr>),
     Recv(Option<Box<Type>>, Option<Box<Expr>>),
+    /// `call!`: the callee, the request, the timeout.
+    Call(Box<Expr>, Box<Expr>, Option<Box<Expr>>),
+}
+
+/// `call!(pid, request)`, `call!(pid, request, timeout = d)`.
+/// Missing arguments are reported at `span`, the macro's name (the end of its input
+/// has no span of its own).
+fn parse_call(input: ParseStream, span: Span) -> syn::Result<Args> {
+    const FORMS: &str = "call!(pid, request) or call!(pid, request, timeout = d)";
+    if input.is_empty() {
+        return Err(syn::Error::new(
+            span,
+            format!("`call!` needs a callee and a request: {FORMS}"),
+        ));
+    }
+    let pid: Box<Expr> = input.parse()?;
+    if input.is_empty() {
+        return Err(syn::Error::new(
+            span,
+            format!("`call!` needs a request after the callee: {FORMS}"),
+        ));
+    }
+    input.parse::<Token![,]>()?;
+    let request: Box<Expr> = input.parse()?;
+    input.parse::<Option<Token![,]>>()?;
+    if input.is_empty() {
+        return Ok(Args::Call(pid, request, None));
+    }
+    let key: syn::Ident = input.parse()?;
+    if key != "timeout" || !input.peek(Token![=]) {
+        return Err(syn::Error::new(
+            key.span(),
+            format!("expected `timeout = <Duration>` after the request: {FORMS}"),
+        ));
+    }
+    input.parse::<Token![=]>()?;
+    let timeout: Box<Expr> = input.parse()?;
+    input.parse::<Option<Token![,]>>()?;
+    if !input.is_empty() {
+        return Err(input.error(format!("unexpected tokens after the timeout: {FORMS}")));
+    }
+    Ok(Args::Call(pid, request, Some(timeout)))
 }
 
 /// `recv!()`, `recv!(T)`, `recv!(timeout = d)`, `recv!(T, timeout = d)`.
@@ -320,8 +382,8 @@ impl VisitMut for Lower<'_> {
                 } else {
                     let message = "`.await` cannot be used in an #[entry] or #[suspend] method: \
                          only wsched suspension points wake a process, so any other future \
-                         would never complete. Suspend with `yield_cmd!`, `yield_all!` or \
-                         `recv!`; `.await` is only for this impl's own #[suspend] and \
+                         would never complete. Suspend with `yield_cmd!`, `yield_all!`, \
+                         `recv!` or `call!`; `.await` is only for this impl's own #[suspend] and \
                          #[entry] methods (`self.helper(..).await`)";
                     let base = &a.base;
                     *expr = self.fail_keeping(span, message.into(), quote!(#base));

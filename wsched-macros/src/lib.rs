@@ -95,6 +95,8 @@ mod tests;
 /// | `recv!()` | `Result<Message, RecvError>`: the oldest message, with its sender |
 /// | `recv!(T)` | `Result<T, RecvError>`: the oldest message holding a `T` |
 /// | `recv!(timeout = d)`, `recv!(T, timeout = d)` | the same, or `Err(RecvError::Timeout)` after the `Duration` `d` |
+/// | `call!(pid, request)` | `Result<R, CallError<Q>>`: the reply of a request/reply call, or why there was none (a dead callee at once, with its reason) |
+/// | `call!(pid, request, timeout = d)` | the same, or `Err(CallError::Timeout { .. })` after the `Duration` `d` |
 ///
 /// **Tags.** Every yielded command gets the next tag of the process, `Tag(1)`, `Tag(2)`, …,
 /// when the `yield_cmd!`/`yield_all!` is evaluated: program order, so the same code fed the
@@ -112,6 +114,14 @@ mod tests;
 /// matching message is there already; if a message wins, the timer's late completion is
 /// ignored; if the timer wins, no message is taken. A zero timeout never suspends: it is a
 /// try-receive. (The timer uses a tag like any yield.)
+///
+/// **Calling.** `call!(pid, request)` is a request/reply call as one suspension point: it
+/// yields a built-in [`Call`](../wsched/command/struct.Call.html) (the next tag), which sends
+/// `pid` a [`Request`](../wsched/struct.Request.html) and monitors it, and evaluates to the
+/// reply or a [`CallError`](../wsched/enum.CallError.html): the callee's death (at once, with
+/// its reason), a reply dropped unanswered, an unknown or dead callee (the request comes
+/// back), the timeout of `call!(…, timeout = d)`, or a cancel. A reply after the call gave
+/// up is dropped quietly.
 ///
 /// # The running process: `wsched::this`
 ///
@@ -216,7 +226,7 @@ mod tests;
 ///   impl without `#[entry]`; duplicate entry names; a bad `#[entry(...)]` argument;
 /// * an entry that is `async`, generic, `const`, `unsafe`, whose receiver is not
 ///   `&mut self`, or whose argument is a reference or `impl Trait`;
-/// * `yield_cmd!`, `yield_all!` or `recv!` outside entries and `#[suspend]` methods, or
+/// * `yield_cmd!`, `yield_all!`, `recv!` or `call!` outside entries and `#[suspend]` methods, or
 ///   inside a closure or an async block in one (these are not part of the coroutine);
 /// * `.await` in an entry, except on this impl's own entries and `#[suspend]` methods;
 /// * holding a value that is not `Send` (an `Rc`, a `RefCell` guard…) across a suspension

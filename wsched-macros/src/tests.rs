@@ -89,6 +89,8 @@ fn every_suspension_form_and_a_suspend_helper() {
                 let n = recv!(timeout = Duration::ZERO);
                 self.nap(Duration::from_millis(5)).await?;
                 println!("{:?}", recv!(u8));
+                let r: u32 = call!(self.server, Ask(1), timeout = Duration::from_secs(1))?;
+                let s: Result<u32, _> = call!(self.server, Ask(r));
                 Ok(pages.len())
             }
         }

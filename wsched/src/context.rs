@@ -15,13 +15,15 @@ use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
 use crate::process::{IntoProcess, Message};
 use crate::runtime::cell::{CellRef, NewProcess, ThinCell};
-use crate::runtime::MonitorRef;
+use crate::runtime::{MessageCount, MonitorRef, SpawnOptions};
 
 /// Handed to [`Process::init`](crate::Process::init): the process's own PID and a way to send messages,
 /// spawn processes, register names and arm timed messages on the scheduler (or the
 /// [`testing`](crate::testing) harness) that runs it. Cheap to clone; keep it for
 /// later steps. Each method works as the [`Handle`](crate::Handle) method of the same
-/// name, with this process as the sender.
+/// name, with this process as the sender. There is no `call`: a call waits, so a
+/// process makes one by yielding a [`Call`](crate::command::Call) (or with
+/// [`call!`](crate::call)), not through its context.
 ///
 /// Two words: a context lives in most processes' state. A process on a scheduler
 /// finds its PID, and the scheduler, through its own cell.
@@ -57,6 +59,16 @@ impl Context {
         }
     }
 
+    /// Publishes a summary of the messages this process took in and has not
+    /// received yet (a `#[process]` machine's buffer), for listings.
+    pub(crate) fn publish_held(&self, messages: &VecDeque<Message>) {
+        let mut held = Vec::new();
+        for message in messages {
+            crate::runtime::add_messages(&mut held, message.payload.type_name(), 1);
+        }
+        self.backend().publish_held(self.pid(), held);
+    }
+
     /// Hands the messages this process took in and never received to the
     /// scheduler's dead letters (a `#[process]` machine's buffer, as it closes).
     pub(crate) fn hand_over_unreceived(&self, messages: &mut VecDeque<Message>) {
@@ -79,11 +91,13 @@ impl Context {
         }
     }
 
-    /// Sends `message` to `to`, as coming from this process.
+    /// Sends `message` to `to`, as coming from this process. A full bounded mailbox
+    /// rejects it or drops its oldest message, as [`Handle::send`](crate::Handle::send)
+    /// says.
     ///
     /// # Errors
-    /// [`SendError`] when `to` does not exist or has finished; the error gives the
-    /// message back.
+    /// [`SendError`] when `to` does not exist or has finished, or its bounded mailbox
+    /// is full and rejects; the error gives the message back.
     #[inline]
     pub fn send<T: Any + Send>(&self, to: Pid, message: T) -> Result<(), SendError> {
         let payload = Payload::new(message);
@@ -146,6 +160,24 @@ impl Context {
         input: impl IntoPayloads,
     ) -> Result<Pid, SpawnError> {
         self.spawn_new(process, method, input, true)
+    }
+
+    /// Like [`spawn`](Self::spawn), as `options` say: with a bounded mailbox
+    /// ([`SpawnOptions::bounded_mailbox`]), detached ([`SpawnOptions::detached`]).
+    ///
+    /// # Errors
+    /// As [`spawn`](Self::spawn), plus [`SpawnError::ZeroMailboxCapacity`] for a
+    /// bounded mailbox of capacity 0.
+    pub fn spawn_with<P: IntoProcess>(
+        &self,
+        process: P,
+        method: &str,
+        input: impl IntoPayloads,
+        options: SpawnOptions,
+    ) -> Result<Pid, SpawnError> {
+        let process = NewProcess::new(process.into_process(), method, input.into_payloads(), false);
+        self.backend()
+            .spawn(Some(self.pid()), options.apply(process))
     }
 }
 
@@ -289,22 +321,25 @@ impl Context {
         self.backend().spawn(Some(self.pid()), process)
     }
 
-    /// Like [`spawn_linked`](Self::spawn_linked), but nobody will claim the result
-    /// (as [`spawn_detached`](Self::spawn_detached)): for children watched through
-    /// their link alone, such as a [`Supervisor`](crate::supervisor::Supervisor)'s,
-    /// which must not leave a result behind each time one ends.
+    /// Like [`spawn_linked`](Self::spawn_linked), with `options` as
+    /// [`spawn_with`](Self::spawn_with) takes them: e.g. a detached child
+    /// ([`SpawnOptions::detached`]) watched through its link alone, as a
+    /// [`Supervisor`](crate::supervisor::Supervisor)'s children are, which must not
+    /// leave a result behind each time one ends.
     ///
     /// # Errors
-    /// As [`spawn`](Self::spawn); no link is made then.
-    pub fn spawn_linked_detached<P: IntoProcess>(
+    /// As [`spawn_with`](Self::spawn_with); no link is made then.
+    pub fn spawn_linked_with<P: IntoProcess>(
         &self,
         process: P,
         method: &str,
         input: impl IntoPayloads,
+        options: SpawnOptions,
     ) -> Result<Pid, SpawnError> {
-        let process = NewProcess::new(process.into_process(), method, input.into_payloads(), true)
+        let process = NewProcess::new(process.into_process(), method, input.into_payloads(), false)
             .link_to_parent();
-        self.backend().spawn(Some(self.pid()), process)
+        self.backend()
+            .spawn(Some(self.pid()), options.apply(process))
     }
 }
 
@@ -384,6 +419,12 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn dead_letters(&self, to: Pid, messages: &mut VecDeque<Message>) {
         let _ = to;
         crate::runtime::drop_all_quietly(messages.drain(..));
+    }
+
+    /// Records what `pid` took in and has not received, for listings (see
+    /// `runtime/held.rs`). Runners without listings ignore it.
+    fn publish_held(&self, pid: Pid, held: Vec<MessageCount>) {
+        let _ = (pid, held);
     }
 }
 

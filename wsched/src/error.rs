@@ -251,6 +251,10 @@ pub enum SpawnError {
         /// The panic message.
         message: String,
     },
+    /// [`SpawnOptions::bounded_mailbox`](crate::SpawnOptions::bounded_mailbox) was
+    /// given a capacity of 0, which no message could ever enter. The process was not
+    /// started (`init` did not run).
+    ZeroMailboxCapacity,
 }
 
 impl fmt::Display for SpawnError {
@@ -261,6 +265,11 @@ impl fmt::Display for SpawnError {
             ),
             Self::Init(e) => write!(f, "cannot spawn: {e}"),
             Self::InitPanicked { message } => write!(f, "cannot spawn: init panicked: {message}"),
+            Self::ZeroMailboxCapacity => f.write_str(
+                "cannot spawn: a bounded mailbox needs a capacity of at least 1 message; \
+                 give `SpawnOptions::bounded_mailbox` a capacity >= 1, or leave the mailbox \
+                 unbounded",
+            ),
         }
     }
 }
@@ -276,11 +285,25 @@ impl Error for SpawnError {
 
 /// Why a message could not be delivered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SendErrorKind {
     /// No process ever had this PID on this scheduler.
     NoSuchProcess,
     /// The process has finished (or is finishing) and takes no more messages.
     Finished,
+    /// The process's bounded mailbox is full and rejects messages when full (see
+    /// [`SpawnOptions::bounded_mailbox`](crate::SpawnOptions::bounded_mailbox) and
+    /// [`Overflow::Reject`](crate::Overflow::Reject)). The process is live: the same
+    /// message may be sent again once it has taken in some of its mailbox.
+    MailboxFull,
+}
+
+/// What to do about a full mailbox, for error messages.
+macro_rules! full_advice {
+    () => {
+        "send again once the process has taken in its messages, shed the load, or \
+         spawn the process with a larger capacity"
+    };
 }
 
 /// What a [`SendErrorKind`] means, for error messages.
@@ -288,6 +311,7 @@ fn why(kind: SendErrorKind) -> &'static str {
     match kind {
         SendErrorKind::NoSuchProcess => "no such process",
         SendErrorKind::Finished => "the process has finished",
+        SendErrorKind::MailboxFull => concat!("its bounded mailbox is full; ", full_advice!()),
     }
 }
 
@@ -453,6 +477,9 @@ pub enum SendNamedErrorKind {
     NotRegistered,
     /// The process that held the name finished before the message reached it.
     HolderFinished(Pid),
+    /// The process that holds the name has a full bounded mailbox that rejects (see
+    /// [`SendErrorKind::MailboxFull`]).
+    MailboxFull(Pid),
 }
 
 /// A message sent to a name was not delivered; the message is handed back.
@@ -517,6 +544,13 @@ impl fmt::Display for SendNamedError {
             SendNamedErrorKind::HolderFinished(pid) => {
                 write!(f, "its holder {pid} finished before the message reached it")?;
             }
+            SendNamedErrorKind::MailboxFull(pid) => {
+                write!(
+                    f,
+                    concat!("its holder {} has a full bounded mailbox; ", full_advice!()),
+                    pid
+                )?;
+            }
         }
         f.write_str(" (the message is returned in this error)")
     }
@@ -553,6 +587,9 @@ impl TimedSendError {
         let kind = match kind {
             SendErrorKind::NoSuchProcess => TimedSendErrorKind::NoSuchProcess,
             SendErrorKind::Finished => TimedSendErrorKind::Finished,
+            // Arming checks only that the target lives; a full mailbox is met when
+            // the message falls due (see `runtime/bounded.rs`).
+            SendErrorKind::MailboxFull => unreachable!("arming pushes nothing"),
         };
         Self {
             to,

@@ -7,6 +7,18 @@
 //! messages sent to its [`Pid`], cancel requests — and writes its [`Status`] and new
 //! yields into a [`StepOutput`]. The [`Scheduler`] runs millions of them on a few
 //! worker threads.
+//!
+//! Processes find each other by [`Pid`] or by a registered name
+//! ([`Handle::register`]), watch each other with monitors ([`Context::monitor`],
+//! a [`Down`] message when the other ends) and links ([`Context::link`]: they end
+//! together, or the trapping side gets an [`Exit`] message). A process may be
+//! spawned with a bounded mailbox ([`SpawnOptions::bounded_mailbox`]): when it is
+//! full, a send fails and hands the message back, or the oldest queued message is
+//! dropped ([`Overflow`]); signals and completions always get through. Nothing is
+//! lost silently: failures nobody observes go to
+//! [`Builder::on_unobserved_failure`], and messages nobody read — left at the end,
+//! or dropped by a full mailbox — to [`Builder::on_dead_letter`], all counted in
+//! [`Metrics`].
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -57,8 +69,9 @@ pub use process::{
     Tag, Yield,
 };
 pub use runtime::{
-    Builder, DeadLetter, Down, Exit, FailureReport, Handle, Metrics, Monitor, MonitorRef,
-    ProcessInfo, ProcessState, Scheduler, ShutdownReport, WorkerMetrics,
+    Builder, CallError, DeadLetter, DeadLetterReason, Down, Exit, FailureReport, Handle,
+    MailboxInfo, MessageCount, Metrics, Monitor, MonitorRef, Overflow, ProcessInfo, ProcessState,
+    Reply, Request, Scheduler, ShutdownReport, SpawnOptions, WorkerMetrics,
 };
 
 /// The README's example compiles: it is run as a doc test.

@@ -344,11 +344,14 @@ pub struct SuspendPoint {
 #[non_exhaustive]
 pub enum SuspendKind {
     /// The completion of yielded commands; `command` names the (first) command type
-    /// and `count` how many were yielded together.
+    /// and `count` how many of those yielded together are still outstanding.
     Yield {
         /// The type name of the (first) yielded command.
         command: &'static str,
-        /// How many commands the suspension point waits for.
+        /// How many commands the suspension point still waits for (a `#[process]`
+        /// counts down as completions arrive in the order the commands were
+        /// yielded; a hand-written process reports what it likes, ideally the
+        /// same).
         count: usize,
     },
     /// A message; `message_type` is set when a specific type is awaited.

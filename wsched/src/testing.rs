@@ -34,6 +34,13 @@
 //! delivers an [`Exit`] message to a process that traps exits and stops one that does
 //! not, as the scheduler would.
 //!
+//! Calls are played step by step too: a process that calls (`call!`, or a
+//! [`Call`] yield) waits on a yield that nothing handles;
+//! [`TestProcess::take_call`] gives the request, and the test completes the yield with
+//! the answer it chooses — a reply, the callee's death, a reply dropped unanswered, a
+//! timeout, an unknown callee — built by [`CallMade`]. A callee under test gets a
+//! [`Request`] made by [`request`], whose [`ReplyProbe`] tells what it replied.
+//!
 //! Kills are recorded ([`TestProcess::take_kills`]), and
 //! [`TestProcess::play_end`] plays the end of any process as the scheduler would
 //! signal it to the process under test — through its link and its monitors — which
@@ -107,6 +114,10 @@ use crate::process::{
 };
 use crate::runtime::cell::NewProcess;
 use crate::runtime::{Down, Exit, MonitorRef};
+// Calls (see the calls block below).
+use crate::command::{Call, CallAnswer};
+use crate::runtime::calls::{self, Answer, CallSlot};
+use crate::runtime::Request;
 
 // Kills, and playing the ends of linked and monitored processes (supervision).
 mod ends;
@@ -1207,6 +1218,220 @@ impl Drop for TestProcess {
         drop(self.take_spawned());
     }
 }
+
+// ==== Calls (request/reply) ======================================================
+//
+// Kept in one block: the harness's side of `runtime/calls.rs`. A process under test
+// that calls yields a `Call`, which nothing handles: the test plays the callee with
+// `TestProcess::take_call` and the answers `CallMade` builds. A callee under test gets
+// a `Request` from `request`, and the test reads its reply from the `ReplyProbe`.
+
+/// A call the process under test made (a [`Call`] yield),
+/// taken with [`TestProcess::take_call`]: the test plays the callee, and answers the
+/// yield with [`TestProcess::complete`] and an answer built here — a reply, the
+/// callee's death, a reply dropped unanswered, a timeout, or an unknown callee. A
+/// cancel is played with [`TestProcess::cancel`], as for any yield.
+///
+/// ```
+/// use std::time::Duration;
+/// use wsched::prelude::*;
+/// use wsched::testing::TestProcess;
+///
+/// struct Asker;
+///
+/// #[process]
+/// impl Asker {
+///     /// Asks `callee` for the double of 21, and says what came of it.
+///     #[entry]
+///     fn ask(&mut self, callee: Pid) -> String {
+///         // The reply's type is inferred from where the answer goes.
+///         let answer: Result<u32, _> = call!(callee, 21_u32, timeout = Duration::from_secs(5));
+///         match answer {
+///             Ok(n) => format!("got {n}"),
+///             Err(e) => format!("{e}"),
+///         }
+///     }
+/// }
+///
+/// let callee = Pid::from_raw(7);
+/// let mut t = TestProcess::start(Asker, "ask", (callee,)).unwrap();
+/// let call = t.take_call::<u32, u32>();
+/// assert_eq!((call.callee, call.request, call.timeout), (callee, 21, Some(Duration::from_secs(5))));
+/// t.complete(call.tag, call.reply(42));
+/// assert_eq!(t.result::<String>(), "got 42");
+///
+/// // The callee dies during the call: an error at once, with the reason.
+/// let mut t = TestProcess::start(Asker, "ask", (callee,)).unwrap();
+/// let call = t.take_call::<u32, u32>();
+/// t.complete(call.tag, call.callee_died(ExitReason::Killed));
+/// assert!(t.result::<String>().contains("ended before it replied"));
+/// ```
+pub struct CallMade<Q, R> {
+    /// The yield's tag: complete it with the answer.
+    pub tag: Tag,
+    /// The process called.
+    pub callee: Pid,
+    /// What was asked.
+    pub request: Q,
+    /// How long the caller waits (`None`: no limit).
+    pub timeout: Option<Duration>,
+    _reply: std::marker::PhantomData<fn(R)>,
+}
+
+impl<Q: Any + Send, R: Any + Send> CallMade<Q, R> {
+    /// The answer when the callee replies `value`.
+    pub fn reply(&self, value: R) -> CallAnswer {
+        CallAnswer::new(self.callee, Answer::Replied(Payload::new(value)))
+    }
+
+    /// The answer when the callee ends with `reason` before it replies (the call's
+    /// monitor reports it): [`CallError::CalleeDied`](crate::CallError::CalleeDied).
+    pub fn callee_died(&self, reason: ExitReason) -> CallAnswer {
+        CallAnswer::new(self.callee, Answer::CalleeDied(reason))
+    }
+
+    /// The answer when the callee drops the reply unanswered: [`CallError::NoReply`](crate::CallError::NoReply).
+    pub fn no_reply(&self) -> CallAnswer {
+        CallAnswer::new(self.callee, Answer::NoReply)
+    }
+
+    /// The answer when the timeout runs out first: [`CallError::Timeout`](crate::CallError::Timeout).
+    pub fn timeout(&self) -> CallAnswer {
+        CallAnswer::new(self.callee, Answer::TimedOut)
+    }
+
+    /// The answer when the callee is not live: [`CallError::NoSuchProcess`](crate::CallError::NoSuchProcess), with the
+    /// request given back.
+    pub fn no_such_process(self) -> CallAnswer {
+        CallAnswer::undelivered::<Q, R>(self.callee, self.request)
+    }
+}
+
+impl<Q: fmt::Debug, R> fmt::Debug for CallMade<Q, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallMade")
+            .field("tag", &self.tag)
+            .field("callee", &self.callee)
+            .field("request", &self.request)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TestProcess {
+    /// Takes the first outstanding call out (a [`Call`] yield,
+    /// e.g. made by `call!`), whose request is a `Q` and reply an `R`. The tag stays
+    /// open: complete it with an answer the returned [`CallMade`] builds.
+    ///
+    /// # Panics
+    /// If no call is outstanding, or the call's types are not `Q` and `R`.
+    #[track_caller]
+    pub fn take_call<Q: Any + Send, R: Any + Send>(&mut self) -> CallMade<Q, R> {
+        let (tag, call) = self.take_yield::<Call>();
+        let (callee, timeout) = (call.callee(), call.timeout());
+        match call.into_request::<Q, R>() {
+            Ok(request) => CallMade {
+                tag,
+                callee,
+                request,
+                timeout,
+                _reply: std::marker::PhantomData,
+            },
+            Err(call) => {
+                let (request, reply) = call.type_names();
+                panic!(
+                    "the call tagged {tag:?} asks with a `{request}` for a `{reply}`, not with a \
+                     `{}` for a `{}`",
+                    std::any::type_name::<Q>(),
+                    std::any::type_name::<R>()
+                )
+            }
+        }
+    }
+}
+
+/// A [`Request`] to hand to a callee under test (send it with
+/// [`TestProcess::send`]), and the probe that reads its reply.
+///
+/// ```
+/// use wsched::prelude::*;
+/// use wsched::testing::{request, TestProcess};
+///
+/// struct Doubler;
+///
+/// #[process]
+/// impl Doubler {
+///     #[entry]
+///     fn serve(&mut self) -> Result<(), BoxError> {
+///         let Request { request, reply, .. } = recv!(Request<u32, u32>)?;
+///         reply.send(request * 2);
+///         Ok(())
+///     }
+/// }
+///
+/// let mut t = TestProcess::start(Doubler, "serve", ()).unwrap();
+/// let (asked, probe) = request::<u32, u32>(21);
+/// assert_eq!(probe.reply(), None);
+/// t.send(asked);
+/// assert_eq!(probe.reply(), Some(42));
+/// ```
+pub fn request<Q, R>(request: Q) -> (Request<Q, R>, ReplyProbe<R>) {
+    let (request, slot) = calls::test_request(request);
+    (
+        request,
+        ReplyProbe {
+            slot,
+            _reply: std::marker::PhantomData,
+        },
+    )
+}
+
+/// Reads the answer to a [`Request`] made by [`request`]: what the callee did with
+/// its [`Reply`](crate::Reply).
+pub struct ReplyProbe<R> {
+    slot: Arc<CallSlot>,
+    _reply: std::marker::PhantomData<fn() -> R>,
+}
+
+impl<R: Any> ReplyProbe<R> {
+    /// The reply, if the callee sent one (once: later calls give `None`).
+    ///
+    /// # Panics
+    /// If the callee dropped the reply unanswered: check with
+    /// [`dropped_unanswered`](Self::dropped_unanswered) first when that may happen.
+    #[track_caller]
+    pub fn reply(&self) -> Option<R> {
+        match self.slot.take_answer()? {
+            Answer::Replied(payload) => match payload.downcast::<R>() {
+                Ok(value) => Some(value),
+                Err(_) => unreachable!("a Reply<R> answers with an R"),
+            },
+            _ => panic!("the callee dropped the reply without answering"),
+        }
+    }
+
+    /// Whether the callee dropped the reply without answering (then the caller would
+    /// get [`CallError::NoReply`](crate::CallError::NoReply)).
+    pub fn dropped_unanswered(&self) -> bool {
+        self.slot.holds_no_reply()
+    }
+
+    /// Plays the caller giving up (a timeout, a cancel): a reply after this is
+    /// refused (`send` returns `false`) and dropped.
+    pub fn give_up(&self) {
+        let _ = self.slot.give_up_any();
+    }
+}
+
+impl<R> fmt::Debug for ReplyProbe<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReplyProbe")
+            .field("reply", &std::any::type_name::<R>())
+            .finish()
+    }
+}
+
+// ==== end of calls ===============================================================
 
 #[cfg(test)]
 mod tests {

@@ -1450,7 +1450,7 @@ fn spawn_residents(h: &Handle, mode: Mode) -> Result<Residents, String> {
 fn wait_for_metrics(
     h: &Handle,
     ok: impl Fn(&wsched::Metrics) -> bool,
-) -> Result<wsched::Metrics, wsched::Metrics> {
+) -> Result<wsched::Metrics, Box<wsched::Metrics>> {
     let deadline = Instant::now() + PATIENCE;
     loop {
         let m = h.metrics();
@@ -1458,7 +1458,7 @@ fn wait_for_metrics(
             return Ok(m);
         }
         if Instant::now() > deadline {
-            return Err(m);
+            return Err(Box::new(m));
         }
         thread::sleep(Duration::from_millis(2));
     }

@@ -19,8 +19,9 @@ use wsched::supervisor::{
 };
 use wsched::testing::TestProcess;
 use wsched::{
-    Context, Event, Events, ExitReason, InitError, Payload, Payloads, Pid, Process, ProcessError,
-    Scheduler, SendErrorKind, Status, StepError, StepOutput, YieldError,
+    Context, Event, Events, ExitReason, InitError, Overflow, Payload, Payloads, Pid, Process,
+    ProcessError, Scheduler, SendErrorKind, SpawnOptions, Status, StepError, StepOutput,
+    YieldError,
 };
 
 /// A hang guard, never a wait for something to happen.
@@ -846,6 +847,29 @@ fn a_failing_linked_parent_takes_the_supervisor_down_in_order() {
             Ev::Closed("a")
         ]
     );
+    s.shutdown(PATIENCE);
+}
+
+#[test]
+fn children_get_their_spawn_options_and_are_always_linked_and_detached() {
+    let s = scheduler(1);
+    let log = Log::default();
+    let options = SpawnOptions::new().bounded_mailbox(4, Overflow::Reject);
+    let sup = Supervisor::new(Strategy::OneForOne)
+        .child(worker("bounded", &log, Mode::Obedient).spawn_options(options));
+    let view = sup.handle();
+    let sup_pid = s.spawn(sup, Supervisor::ENTRY, ()).unwrap();
+    let child = running(&view, |_| true)[0];
+    let info = s
+        .processes()
+        .into_iter()
+        .find(|p| p.pid == child)
+        .expect("listed");
+    assert_eq!(info.parent, Some(sup_pid));
+    assert!(info.bounded_mailbox.is_some(), "{info:?}");
+    // Detached: nothing to join.
+    assert!(s.wait_timeout(child, Duration::from_millis(1)).is_err());
+    assert_eq!(stop(&s, sup_pid), ExitReason::Cancelled);
     s.shutdown(PATIENCE);
 }
 

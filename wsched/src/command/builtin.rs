@@ -1,5 +1,6 @@
 //! The commands every process needs, handled by the scheduler itself: sleeping,
-//! spawning a child and joining another process.
+//! spawning a child and joining another process (and calling one: `Call`, in
+//! `runtime/calls.rs`, with the rest of the calls).
 
 use std::fmt;
 use std::time::Duration;
@@ -7,12 +8,13 @@ use std::time::Duration;
 use super::completer::Completer;
 use super::handler::{Placement, Registration};
 use super::timer::Timer;
-use crate::command::Command;
+use crate::command::{Call, Command};
 use crate::error::JoinError;
 use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
 use crate::process::IntoProcess;
 use crate::runtime::cell::{NewProcess, ResultWaiter};
+use crate::runtime::SpawnOptions;
 
 /// Completes with `()` after `duration` (to about a millisecond, never early).
 ///
@@ -69,6 +71,17 @@ impl Spawn {
         }
     }
 
+    /// Spawns the child as `options` also say: with a bounded mailbox, detached
+    /// (see [`SpawnOptions`]). They add to the constructor's choice:
+    /// `Spawn::linked(..).with_options(..)` still links, and a detached child stays
+    /// detached. A capacity of 0 fails the spawn with
+    /// [`SpawnError::ZeroMailboxCapacity`](crate::SpawnError::ZeroMailboxCapacity).
+    pub fn with_options(self, options: SpawnOptions) -> Self {
+        Self {
+            process: options.apply(self.process),
+        }
+    }
+
     /// The entry the child will run.
     pub fn method(&self) -> &str {
         self.process.entry()
@@ -102,6 +115,16 @@ impl Command for Join {
 /// The scheduler's own handlers for the built-in commands.
 pub(crate) fn registrations(timers: std::sync::Arc<super::timer::Timers>) -> Vec<Registration> {
     vec![
+        {
+            let timers = timers.clone();
+            Registration::new(
+                Placement::Worker,
+                move |call: Call, done: Completer<Call>| {
+                    crate::runtime::calls::handle_call(&timers, call, done);
+                },
+            )
+            .builtin()
+        },
         Registration::new(
             Placement::Worker,
             move |Sleep(duration), done: Completer<Sleep>| {

@@ -18,8 +18,8 @@
 //!   with [`YieldError::HandlerPanicked`](crate::YieldError::HandlerPanicked); a
 //!   dropped completer with [`YieldError::Dropped`](crate::YieldError::Dropped).
 //!
-//! The scheduler handles three built-in commands itself: [`Sleep`], [`Spawn`] and
-//! [`Join`]. Its timer service also sends timed messages (`send_after`,
+//! The scheduler handles four built-in commands itself: [`Sleep`], [`Spawn`],
+//! [`Join`] and [`Call`] (a request/reply call of another process). Its timer service also sends timed messages (`send_after`,
 //! `send_interval`, cancelled through a [`TimerRef`]).
 
 /// A typed request a process yields; a handler registered for its type performs it
@@ -48,8 +48,10 @@ pub(crate) mod handler;
 pub(crate) mod timed;
 pub(crate) mod timer;
 
+pub use crate::runtime::calls::{Call, CallAnswer};
 pub(crate) use builtin::registrations as builtin_registrations;
 pub use builtin::{Join, Sleep, Spawn};
 pub(crate) use completer::dispatch_direct;
 pub use completer::Completer;
+pub(crate) use completer::RawCompleter;
 pub use timed::TimerRef;

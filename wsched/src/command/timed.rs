@@ -53,8 +53,10 @@ use super::timer::{Timer, TimerList, Timers};
 use crate::error::{SendErrorKind, TimedSendError};
 use crate::payload::Payload;
 use crate::pid::Pid;
+use crate::process::Message;
 use crate::runtime::{drop_quietly, Handle};
 use crate::sync::Mutex;
+use crate::DeadLetterReason;
 
 /// The shortest interval period: the timer's resolution. Shorter periods are
 /// rounded up to it.
@@ -316,7 +318,7 @@ pub(crate) fn arm(
 fn message_of(timer: Timer) -> Box<TimedMessage> {
     match timer {
         Timer::Message(message) => message,
-        Timer::Wake(_) => unreachable!("the timer armed is given back"),
+        Timer::Wake(_) | Timer::Call(_) => unreachable!("the timer armed is given back"),
     }
 }
 
@@ -355,10 +357,16 @@ impl TimedMessage {
             drop_quietly(self);
             return;
         }
-        let shared = self.handle.shared();
-        let sent = shared.send_message(self.from, self.to, payload);
+        let (from, to) = (self.from, self.to);
+        // Pushed, not sent: a message a full mailbox drops (or refuses) goes to the
+        // dead letters below, once this holds no lock, as their hook runs user code.
+        let sent = self.handle.shared().push_message(from, to, payload, false);
+        // Kept for that only: a delivery needs no handle once `self` is re-armed.
+        let handle = (!matches!(sent, Ok(None))).then(|| self.handle.clone());
+        // A full mailbox that rejects is no end of its process: an interval goes on.
+        let full = matches!(&sent, Err(error) if error.kind() == SendErrorKind::MailboxFull);
         let mut over = Some(self);
-        if sent.is_ok() {
+        if sent.is_ok() || full {
             over = over.and_then(|message| message.rearm());
         }
         if over.is_some() {
@@ -366,14 +374,28 @@ impl TimedMessage {
         }
         drop(phase);
         // What is left is dropped outside the lock: drops run user code.
-        let undelivered = sent.is_err() || over.as_ref().is_some_and(|m| m.is_interval());
+        let undelivered =
+            (sent.is_err() && !full) || over.as_ref().is_some_and(|m| m.is_interval());
         if let Some(message) = over {
             if undelivered {
                 message.handle.shared().timers.count_undelivered();
             }
             drop_quietly(message);
         }
-        drop_quietly(sent);
+        match (sent, handle) {
+            (Ok(Some(dropped)), Some(handle)) => handle.shared().drop_oldest(to, dropped),
+            (Err(refused), Some(handle)) if full => {
+                let message = Message {
+                    from,
+                    payload: refused.into_payload(),
+                };
+                handle
+                    .shared()
+                    .dead_letters
+                    .one(to, message, DeadLetterReason::MailboxFull);
+            }
+            (other, _) => drop_quietly(other),
+        }
     }
 
     fn is_interval(&self) -> bool {

@@ -1,5 +1,6 @@
-//! The timer service behind [`Sleep`](crate::command::Sleep) and timed messages
-//! (`send_after`, `send_interval`: see `timed.rs`): a two-level timing wheel whose
+//! The timer service behind [`Sleep`](crate::command::Sleep), timed messages
+//! (`send_after`, `send_interval`: see `timed.rs`) and the deadlines of processes'
+//! calls (see `runtime/calls.rs`): a two-level timing wheel whose
 //! timers can be cancelled in O(1), and one thread, started by the first timer.
 //!
 //! # The wheel
@@ -51,7 +52,7 @@
 //! under the one lock.
 //!
 //! A pending timer costs its entry (72 bytes: a [`Timer`], which is a `Sleep`'s
-//! completer or a boxed timed message, and the wheel's bookkeeping) and a 4-byte slot
+//! completer, a boxed timed message or a boxed call, and the wheel's bookkeeping) and a 4-byte slot
 //! index. Storage grows to the peak of pending timers and is reused; once no
 //! timer is pending, storage grown by a burst is given back to the allocator.
 //!
@@ -77,6 +78,7 @@ use super::completer::RawCompleter;
 use super::timed::TimedMessage;
 use crate::payload::Payload;
 use crate::process::Tag;
+use crate::runtime::calls::CallTimer;
 use crate::runtime::cell::CellRef;
 use crate::sync::{thread, AtomicU32, Condvar, Mutex, Ordering};
 
@@ -116,6 +118,9 @@ pub(crate) enum Timer {
     /// A timed message: firing sends it (see `timed.rs`). Boxed, so that a `Sleep`'s
     /// entry does not grow to a message's size.
     Message(Box<TimedMessage>),
+    /// A process's call (see `runtime/calls.rs`): firing times the call out;
+    /// released, it closes the call. Boxed as a message is.
+    Call(Box<CallTimer>),
 }
 
 impl TimerItem for Timer {
@@ -125,6 +130,7 @@ impl TimerItem for Timer {
         match self {
             Self::Wake(completer) => completer.cell().timers(),
             Self::Message(message) => message.timers(),
+            Self::Call(call) => call.cell().timers(),
         }
     }
 
@@ -133,6 +139,7 @@ impl TimerItem for Timer {
             Self::Wake(completer) => completer.tag(),
             // Found by its own list, never by tag.
             Self::Message(_) => Tag(0),
+            Self::Call(call) => call.tag(),
         }
     }
 
@@ -143,6 +150,7 @@ impl TimerItem for Timer {
                 // Sent at once (each wakes its target through the usual send path): a
                 // message's target is found by PID, not through a cell at hand.
                 Self::Message(message) => message.fire(),
+                Self::Call(call) => call.fire(),
             }
         }
         if let Some(first) = woken.first() {
@@ -155,6 +163,7 @@ impl TimerItem for Timer {
         match self {
             Self::Wake(completer) => completer.release(),
             Self::Message(message) => message.release(),
+            Self::Call(call) => call.release(),
         }
     }
 }

@@ -1,6 +1,6 @@
-//! The DSL macros. Inside the entries of a `#[process]` impl, the attribute rewrites
-//! each call into its `@__wsched_lowered` form, which awaits a suspension point;
-//! anywhere else the call reaches the last arm, a compile error that says where the
+//! The DSL macros (`yield_cmd!`, `yield_all!`, `recv!`, `call!`). Inside the entries
+//! of a `#[process]` impl, the attribute rewrites each call into its
+//! `@__wsched_lowered` form, which awaits a suspension point; anywhere else the call reaches the last arm, a compile error that says where the
 //! macro may be used.
 
 /// Yields commands and suspends the entry until they complete.
@@ -85,6 +85,82 @@ macro_rules! recv {
     ($($tokens:tt)*) => {
         ::core::compile_error!(
             "`recv!` can only be used in the body of an #[entry] or #[suspend] method \
+             of an impl block marked #[wsched::process] (not in a closure, an async block or \
+             a nested fn there)"
+        )
+    };
+}
+
+/// Calls another process and suspends the entry until the answer: one suspension
+/// point for the whole request/reply.
+///
+/// * `call!(pid, request)` sends `pid` a [`Request`](crate::Request) holding `request`
+///   and a [`Reply`](crate::Reply) handle, and evaluates to
+///   `Result<R, CallError<Q>>`: the reply, an `R` (inferred from where the answer
+///   goes, e.g. `let n: u32 = call!(pid, 5_u32)?;`), or a
+///   [`CallError`](crate::CallError).
+/// * `call!(pid, request, timeout = d)` also gives up after the
+///   [`Duration`](std::time::Duration) `d` with
+///   [`CallError::Timeout`](crate::CallError::Timeout).
+///
+/// The callee is monitored during the call: its death is an error at once
+/// ([`CallError::CalleeDied`](crate::CallError::CalleeDied), with its reason), as is
+/// a reply dropped unanswered ([`CallError::NoReply`](crate::CallError::NoReply)); a
+/// callee that is not live gets nothing and the request comes back
+/// ([`CallError::NoSuchProcess`](crate::CallError::NoSuchProcess)). A cancel of the
+/// calling process ends the wait with
+/// [`CallError::Cancelled`](crate::CallError::Cancelled). A reply after the call gave
+/// up is dropped quietly (its `send` returns `false`). The call is one yield of the
+/// built-in [`Call`](crate::command::Call) command, with the next tag.
+///
+/// ```
+/// use std::time::Duration;
+/// use wsched::prelude::*;
+/// use wsched::Scheduler;
+///
+/// struct Doubler;
+///
+/// #[process]
+/// impl Doubler {
+///     #[entry]
+///     fn serve(&mut self) -> Result<(), BoxError> {
+///         loop {
+///             let Request { request, reply, .. } = recv!(Request<u32, u32>)?;
+///             reply.send(request * 2);
+///         }
+///     }
+/// }
+///
+/// struct Asker;
+///
+/// #[process]
+/// impl Asker {
+///     #[entry]
+///     fn ask(&mut self, doubler: Pid) -> Result<u32, BoxError> {
+///         let four: u32 = call!(doubler, 2_u32, timeout = Duration::from_secs(5))?;
+///         Ok(four)
+///     }
+/// }
+///
+/// let scheduler = Scheduler::builder().workers(1).build()?;
+/// let doubler = scheduler.spawn_detached(Doubler, "serve", ())?;
+/// let asker = scheduler.spawn(Asker, "ask", (doubler,))?;
+/// assert_eq!(scheduler.wait(asker)?.downcast::<u32>()?, 4);
+/// # Ok::<(), BoxError>(())
+/// ```
+///
+/// Only usable where [`yield_cmd!`] is.
+#[macro_export]
+macro_rules! call {
+    (@__wsched_lowered $pid:expr, $request:expr, timeout $timeout:expr) => {
+        $crate::__private::call($pid, $request, ::core::option::Option::Some($timeout)).await
+    };
+    (@__wsched_lowered $pid:expr, $request:expr) => {
+        $crate::__private::call($pid, $request, ::core::option::Option::None).await
+    };
+    ($($tokens:tt)*) => {
+        ::core::compile_error!(
+            "`call!` can only be used in the body of an #[entry] or #[suspend] method \
              of an impl block marked #[wsched::process] (not in a closure, an async block or \
              a nested fn there)"
         )

@@ -5,9 +5,9 @@
 //! |---|---|
 //! | `mod.rs` | [`Machine`]: the `Process` made from a struct's entries, its coroutine inline; init-time argument decoding |
 //! | `io.rs` | the per-process state the suspension points share with `step` |
-//! | `suspend.rs` | the futures behind `yield_cmd!`, `yield_all!` and `recv!` |
+//! | `suspend.rs` | the futures behind `yield_cmd!`, `yield_all!`, `recv!` and `call!` |
 //! | `this.rs` | `wsched::this`: the running process's PID, sends and spawns |
-//! | `macros.rs` | the exported `yield_cmd!` / `yield_all!` / `recv!` |
+//! | `macros.rs` | the exported `yield_cmd!` / `yield_all!` / `recv!` / `call!` |
 //! | `prelude.rs` | `wsched::prelude` |
 
 use std::any::Any;
@@ -29,8 +29,8 @@ mod suspend;
 pub mod this;
 
 pub use suspend::{
-    recv, yield_all, yield_many, yield_one, AnyMessage, CommandSet, Dispatcher, Filter, Recv,
-    RecvError, Results, Typed, YieldMany, YieldOne,
+    call, recv, yield_all, yield_many, yield_one, AnyMessage, CallFuture, CommandSet, Dispatcher,
+    Filter, Recv, RecvError, Results, Typed, YieldMany, YieldOne,
 };
 
 /// Checks the argument count and then decodes the arguments one by one.
@@ -176,6 +176,24 @@ impl<P, S, F> Machine<P, S, F> {
         self.io.mailbox.len()
     }
 
+    /// Tells listings which messages the process holds unreceived (see
+    /// `runtime/held.rs`), if that changed in this step: `before` is the buffer's
+    /// length before the step took in its events, `took_in` whether it took in
+    /// messages. Its contents changed if its length did, or if messages came in and
+    /// some are left (receives took out as many as came in); otherwise, and always
+    /// for a buffer empty after the step as before, nothing is published. As the
+    /// buffer does not change between steps, its length before a step is what was
+    /// published last.
+    #[inline]
+    fn publish_held(&self, before: usize, took_in: bool) {
+        let after = self.io.mailbox.len();
+        if after != before || (after != 0 && took_in) {
+            if let Some(ctx) = &self.ctx {
+                ctx.publish_held(&self.io.mailbox);
+            }
+        }
+    }
+
     /// Drops the coroutine (and with it the struct) in place, with the state
     /// installed so that `Drop` impls may still use `wsched::this`.
     fn finish(&mut self) {
@@ -246,6 +264,9 @@ where
         // (`init` checks `in_place`), and it is dropped in place, by `finish` (which
         // `close` calls) or by the machine's own drop.
         let future = unsafe { Pin::new_unchecked(future) };
+        // The buffer of messages not received yet, before and after taking in this
+        // step's: what `publish_held` compares against.
+        let held_before = self.io.mailbox.len();
         // Iterated in place: moving `events` into the loop copied it from where the
         // caller had just written it, a store-forwarding stall on every step.
         for event in events.by_ref() {
@@ -253,6 +274,7 @@ where
             // a message) comes back here and is dropped.
             drop(self.io.deliver(event));
         }
+        let took_in_messages = self.io.mailbox.len() != held_before;
         self.io.suspended = false;
         // The suspension points write the yields, withdrawals and where they wait
         // into `out` themselves.
@@ -260,6 +282,7 @@ where
             let _installed = io::install(&mut self.io, self.ctx.as_ref(), Some(&mut *out));
             future.poll(&mut TaskCx::from_waker(Waker::noop()))
         };
+        self.publish_held(held_before, took_in_messages);
         match poll {
             Poll::Ready(result) => {
                 self.finish();
@@ -269,7 +292,7 @@ where
                 let Some(point) = out.suspend_point().filter(|_| self.io.suspended) else {
                     return Err(StepError::new(format!(
                         "entry `{}` awaited a future that is not a wsched suspension point \
-                         (only yield_cmd!, yield_all!, recv! and #[suspend] methods may \
+                         (only yield_cmd!, yield_all!, recv!, call! and #[suspend] methods may \
                          suspend an entry); it would never be woken",
                         self.io.entry
                     )));

@@ -1,5 +1,5 @@
-//! The suspension points: the small futures that `yield_cmd!`, `yield_all!` and
-//! `recv!` await inside entries.
+//! The suspension points: the small futures that `yield_cmd!`, `yield_all!`,
+//! `recv!` and `call!` await inside entries.
 //!
 //! Each one, when it cannot complete, writes its [`SuspendPoint`] into the step's
 //! output, notes in the process's [`Io`](super::io::Io) that it did, and returns
@@ -22,10 +22,12 @@ use std::task::{Context as TaskCx, Poll};
 use std::time::Duration;
 
 use super::io::{self, Io};
-use crate::command::{Command, Sleep};
+use crate::command::{Call, CallAnswer, Command, Sleep};
 use crate::error::YieldError;
 use crate::payload::Payload;
+use crate::pid::Pid;
 use crate::process::{Message, StepOutput, SuspendKind, SuspendPoint, Tag};
+use crate::runtime::CallError;
 
 #[inline]
 fn output<T: Any>(result: Result<Payload, YieldError>) -> Result<T, YieldError> {
@@ -341,7 +343,8 @@ impl<T> Future for YieldMany<T> {
                     location: this.location,
                     kind: SuspendKind::Yield {
                         command: this.first_name,
-                        count: count as usize,
+                        // Those still outstanding, which listings show.
+                        count: (count - this.arrived) as usize,
                     },
                 },
             );
@@ -645,6 +648,52 @@ impl<F: Filter> Future for Recv<F> {
             Quick::Message(message) => Poll::Ready(Ok(message)),
             Quick::Pending => Poll::Pending,
             Quick::Other => this.poll_slow(),
+        }
+    }
+}
+
+/// `call!(pid, request)` and `call!(pid, request, timeout = d)`: yields a
+/// [`Call`](crate::command::Call) at once and returns the future of its answer.
+#[track_caller]
+#[inline]
+pub fn call<Q: Any + Send, R: Any + Send>(
+    callee: Pid,
+    request: Q,
+    timeout: Option<Duration>,
+) -> CallFuture<Q, R> {
+    CallFuture {
+        callee,
+        answer: yield_one(Call::new::<Q, R>(callee, request, timeout)),
+        _types: PhantomData,
+    }
+}
+
+/// A call's answer: the reply `R`, or why there was none (the request `Q` is given
+/// back if it was never delivered).
+#[must_use = "a call does nothing unless awaited"]
+pub struct CallFuture<Q, R> {
+    callee: Pid,
+    answer: YieldOne<CallAnswer, Call>,
+    _types: PhantomData<fn() -> (Q, R)>,
+}
+
+impl<Q, R> Unpin for CallFuture<Q, R> {}
+
+impl<Q: Any, R: Any> Future for CallFuture<Q, R> {
+    type Output = Result<R, CallError<Q>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let pid = this.callee;
+        match Pin::new(&mut this.answer).poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Ok(answer)) => Poll::Ready(answer.into_result()),
+            // The yield was withdrawn, which releases the call's timer, closing it: a
+            // reply after this is dropped.
+            Poll::Ready(Err(YieldError::Cancelled)) => {
+                Poll::Ready(Err(CallError::Cancelled { pid }))
+            }
+            Poll::Ready(Err(error)) => Poll::Ready(Err(CallError::Failed { pid, error })),
         }
     }
 }

@@ -92,7 +92,7 @@ use crate::error::{
 use crate::payload::IntoPayloads;
 use crate::pid::Pid;
 use crate::process::IntoProcess;
-use crate::runtime::MonitorRef;
+use crate::runtime::{MonitorRef, SpawnOptions};
 use std::any::Any;
 use std::time::Duration;
 
@@ -140,10 +140,12 @@ pub fn is_cancelled() -> bool {
     io::with("wsched::this::is_cancelled()", |io| io.cancelled)
 }
 
-/// Sends `message` to `to`, as coming from this process. See [`Context::send`].
+/// Sends `message` to `to`, as coming from this process. See [`Context::send`] (and
+/// for bounded mailboxes, [`Handle::send`](crate::Handle::send)).
 ///
 /// # Errors
-/// [`SendError`] when `to` does not exist or has finished; it gives the message back.
+/// [`SendError`] when `to` does not exist or has finished, or its bounded mailbox is
+/// full and rejects; it gives the message back.
 ///
 /// # Panics
 /// Outside a step of a `#[process]` process.
@@ -212,6 +214,27 @@ pub fn spawn_detached<P: IntoProcess>(
 ) -> Result<Pid, SpawnError> {
     io::with_context("wsched::this::context()", |ctx| {
         ctx.spawn_detached(process, method, input)
+    })
+}
+
+/// Spawns a process as `options` say (a bounded mailbox, detached). See
+/// [`Context::spawn_with`].
+///
+/// # Errors
+/// As [`spawn`], plus [`SpawnError::ZeroMailboxCapacity`] for a bounded mailbox of
+/// capacity 0.
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn spawn_with<P: IntoProcess>(
+    process: P,
+    method: &str,
+    input: impl IntoPayloads,
+    options: SpawnOptions,
+) -> Result<Pid, SpawnError> {
+    io::with_context("wsched::this::context()", |ctx| {
+        ctx.spawn_with(process, method, input, options)
     })
 }
 

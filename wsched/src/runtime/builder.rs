@@ -173,14 +173,17 @@ impl Builder {
     }
 
     /// Gives `hook` each message still unread when its process ends (a
-    /// [`DeadLetter`]: the process, the sender if known, and the payload, which the
-    /// hook owns and may keep). Without a hook they are dropped; either way each
-    /// is counted in [`Metrics::dead_letters`](crate::Metrics). For `#[process]`
-    /// processes this includes messages taken in that no `recv!` received.
+    /// [`DeadLetter`]: the process, the sender if known, the payload, which the
+    /// hook owns and may keep, and the [`reason`](DeadLetter::reason)). Without a
+    /// hook they are dropped; either way each is counted in
+    /// [`Metrics::dead_letters`](crate::Metrics). For `#[process]` processes this
+    /// includes messages taken in that no `recv!` received. Messages a full bounded
+    /// mailbox dropped come here too (see [`DeadLetterReason`](crate::DeadLetterReason)).
     ///
     /// The hook runs on the thread that ends the process (usually a worker), under
     /// no runtime lock, in the order the messages arrived; it must not block. A
-    /// panic in it is caught.
+    /// message a full mailbox dropped is handed over on the thread whose send
+    /// dropped it (the timer thread for a timed message). A panic in it is caught.
     pub fn on_dead_letter<F>(mut self, hook: F) -> Self
     where
         F: Fn(DeadLetter) + Send + Sync + 'static,

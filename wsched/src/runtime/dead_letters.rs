@@ -1,9 +1,10 @@
-//! Dead letters: messages still unread when their process ends, handed to a hook
-//! instead of disappearing.
+//! Dead letters: messages still unread when their process ends, or dropped by a
+//! full bounded mailbox, handed to a hook instead of disappearing.
 //!
 //! # What counts as a dead letter
 //!
-//! Every [`Message`] a process was sent and never took in:
+//! Every [`Message`] a process was sent and never took in
+//! ([`DeadLetterReason::ProcessEnded`]):
 //!
 //! * the messages still queued in its mailbox when it ends (the events
 //!   [`Shared::finish`](super::shared::Shared::finish) finds when it closes the
@@ -15,6 +16,13 @@
 //! The machine's are handed over first (they arrived first), then the mailbox's, each
 //! in arrival order. Other events (cancels, completions of yields nobody waits for)
 //! are not messages and are dropped quietly as before.
+//!
+//! And, from a live process's bounded mailbox (see `bounded.rs`): the oldest
+//! message a full [`Overflow::DropOldest`](crate::Overflow::DropOldest) mailbox
+//! dropped to make room ([`DeadLetterReason::DroppedOldest`], handed over on the
+//! sending thread), and a timed message that fell due on a full
+//! [`Overflow::Reject`](crate::Overflow::Reject) mailbox, which has no sender to
+//! go back to ([`DeadLetterReason::MailboxFull`], on the timer thread).
 //!
 //! Each dead letter is counted in [`Metrics::dead_letters`](crate::Metrics) and, if
 //! the builder set one ([`Builder::on_dead_letter`](crate::Builder::on_dead_letter)),
@@ -49,17 +57,51 @@ use crate::payload::Payload;
 use crate::pid::Pid;
 use crate::process::{Event, Message};
 
-/// A message its process never read: it was still unread when the process ended.
-/// Given to the hook set by [`Builder::on_dead_letter`](crate::Builder::on_dead_letter),
+/// A message its process never read: it was still unread when the process ended,
+/// or a full bounded mailbox dropped it ([`reason`](Self::reason) says which). Given
+/// to the hook set by [`Builder::on_dead_letter`](crate::Builder::on_dead_letter),
 /// which owns it.
 #[non_exhaustive]
 pub struct DeadLetter {
-    /// The process it was sent to, which ended without reading it.
+    /// The process it was sent to, which never read it.
     pub to: Pid,
-    /// The sending process, or `None` when sent from outside any process.
+    /// The sending process, or `None` when sent from outside any process (or by a
+    /// timer armed from outside).
     pub from: Option<Pid>,
     /// What was sent.
     pub payload: Payload,
+    /// Why it was not read.
+    pub reason: DeadLetterReason,
+}
+
+/// Why a [`DeadLetter`] was not read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DeadLetterReason {
+    /// It was still unread when its process ended.
+    ProcessEnded,
+    /// Its process's bounded mailbox was full, with
+    /// [`Overflow::DropOldest`](crate::Overflow::DropOldest): it was the oldest message
+    /// queued, dropped to make room for a newer one (also counted in
+    /// [`Metrics::dropped_messages`](crate::Metrics::dropped_messages)).
+    DroppedOldest,
+    /// A timed message ([`Handle::send_after`](crate::Handle::send_after),
+    /// [`Handle::send_interval`](crate::Handle::send_interval)) fell due while its
+    /// process's bounded mailbox was full, with
+    /// [`Overflow::Reject`](crate::Overflow::Reject): a send would have handed it back,
+    /// but a timer has no sender to give it to (also counted in
+    /// [`Metrics::rejected_messages`](crate::Metrics::rejected_messages)).
+    MailboxFull,
+}
+
+impl fmt::Display for DeadLetterReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::ProcessEnded => "its process ended before reading it",
+            Self::DroppedOldest => "its process's full mailbox dropped it for a newer message",
+            Self::MailboxFull => "it fell due on its process's full mailbox, which rejects",
+        })
+    }
 }
 
 impl fmt::Debug for DeadLetter {
@@ -68,6 +110,7 @@ impl fmt::Debug for DeadLetter {
             .field("to", &self.to)
             .field("from", &self.from)
             .field("payload", &self.payload)
+            .field("reason", &self.reason)
             .finish()
     }
 }
@@ -102,7 +145,7 @@ impl DeadLetters {
     pub(crate) fn leftovers(&self, to: Pid, events: Vec<Event>) {
         for event in events {
             match event {
-                Event::Message(message) => self.one(to, message),
+                Event::Message(message) => self.one(to, message, DeadLetterReason::ProcessEnded),
                 other => drop_quietly(other),
             }
         }
@@ -113,13 +156,25 @@ impl DeadLetters {
     #[inline(never)]
     pub(crate) fn unreceived(&self, to: Pid, messages: impl IntoIterator<Item = Message>) {
         for message in messages {
-            self.one(to, message);
+            self.one(to, message, DeadLetterReason::ProcessEnded);
         }
     }
 
-    fn one(&self, to: Pid, Message { from, payload }: Message) {
+    /// Hands over one dead letter. Called under no runtime lock: the hook runs user
+    /// code.
+    pub(crate) fn one(
+        &self,
+        to: Pid,
+        Message { from, payload }: Message,
+        reason: DeadLetterReason,
+    ) {
         self.count.fetch_add(1, Ordering::Relaxed);
-        let letter = DeadLetter { to, from, payload };
+        let letter = DeadLetter {
+            to,
+            from,
+            payload,
+            reason,
+        };
         match &self.hook {
             Some(hook) => {
                 // A panicking hook must not take the worker down (the panic hook has

@@ -1,13 +1,15 @@
 //! Always-on counters, cheap enough to leave on, and the process listing.
 
+use super::bounded::MailboxInfo;
 use super::state::ProcessState;
 use crate::pid::Pid;
-use crate::process::SuspendPoint;
+use crate::process::{SuspendKind, SuspendPoint};
 // Plain std atomics even under loom: these are statistics, not synchronisation, and
 // modelling every counter update would multiply the interleavings loom explores
 // without checking anything. (A thief reads a victim's step counter only as a hint;
 // see `steal_lifo` in `worker.rs`.)
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// One worker's counters. Each is written only by its worker, so an increment is a
 /// plain load and store (no locked instruction); readers on other threads may see a
@@ -22,6 +24,13 @@ pub(crate) struct WorkerCounters {
     pub(crate) stolen: Counter,
     pub(crate) lifo_steals: Counter,
     pub(crate) parks: Counter,
+    /// Times it was woken from a park and parked again without running a step.
+    pub(crate) noop_wakes: Counter,
+    /// Times its deque overflowed into the global queue, and the processes moved.
+    pub(crate) overflows: Counter,
+    pub(crate) overflowed: Counter,
+    /// Busy time: see [`BusyClock`].
+    pub(crate) busy: BusyClock,
     /// Processes spawned, finished, failed and stopped on this worker: the shared
     /// totals would be a cache line every worker writes per spawn and per end.
     pub(crate) processes: ProcessCounts<Counter>,
@@ -41,6 +50,110 @@ impl Counter {
     pub(crate) fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
+}
+
+/// A worker's busy time, as tokio counts it: from waking up to parking again
+/// (spinning and searching included, sleeping not). Read from the clock twice per
+/// park, never per step.
+pub(crate) struct BusyClock {
+    /// Nanoseconds of finished busy periods.
+    total: Counter,
+    /// When the current busy period began (nanoseconds after the scheduler's start),
+    /// or [`PARKED`] while the worker sleeps.
+    since: AtomicU64,
+}
+
+const PARKED: u64 = u64::MAX;
+
+impl Default for BusyClock {
+    fn default() -> Self {
+        Self {
+            total: Counter::default(),
+            since: AtomicU64::new(PARKED),
+        }
+    }
+}
+
+impl BusyClock {
+    /// The worker woke up (or started). Only its worker calls this.
+    pub(crate) fn wake(&self, start: Instant) {
+        self.since.store(nanos_since(start), Ordering::Relaxed);
+    }
+
+    /// The worker is about to sleep. Only its worker calls this.
+    pub(crate) fn park(&self, start: Instant) {
+        let since = self.since.swap(PARKED, Ordering::Relaxed);
+        if since != PARKED {
+            self.total.add(nanos_since(start).saturating_sub(since));
+        }
+    }
+
+    /// Busy time so far, the current period included.
+    pub(crate) fn read(&self, start: Instant) -> Duration {
+        // Two loads, not one snapshot: a read racing a park may miss or count the
+        // period being closed once, which a statistic can afford.
+        let since = self.since.load(Ordering::Relaxed);
+        let current = if since == PARKED {
+            0
+        } else {
+            nanos_since(start).saturating_sub(since)
+        };
+        Duration::from_nanos(self.total.get() + current)
+    }
+}
+
+/// The scheduler's coarse clock: milliseconds since it started, refreshed by the
+/// workers when they wake and every 61 steps (when they look at the global queue)
+/// instead of read from the OS at every step (a clock read costs about as much as a
+/// step).
+/// What [`ProcessInfo::time_in_state`] is measured with.
+pub(crate) struct CoarseClock {
+    start: Instant,
+    /// Milliseconds since `start` at the last refresh, wrapping (49 days).
+    now: crossbeam_utils::CachePadded<std::sync::atomic::AtomicU32>,
+}
+
+impl CoarseClock {
+    pub(crate) fn new() -> Self {
+        Self {
+            start: Instant::now(),
+            now: Default::default(),
+        }
+    }
+
+    /// When the scheduler started.
+    pub(crate) fn start(&self) -> Instant {
+        self.start
+    }
+
+    fn exact(&self) -> u32 {
+        // Wrapping on purpose: stamps are compared by wrapping difference.
+        self.start.elapsed().as_millis() as u32
+    }
+
+    /// Reads the OS clock. Written only when the millisecond changed, so that
+    /// workers refreshing at once do not pull the line from each other.
+    pub(crate) fn refresh(&self) {
+        let now = self.exact();
+        if self.now.load(Ordering::Relaxed) != now {
+            self.now.store(now, Ordering::Relaxed);
+        }
+    }
+
+    /// The time at the last refresh.
+    #[inline]
+    pub(crate) fn now(&self) -> u32 {
+        self.now.load(Ordering::Relaxed)
+    }
+
+    /// How long ago `stamp` (a [`now`](Self::now) value) was, to the millisecond.
+    pub(crate) fn since(&self, stamp: u32) -> Duration {
+        Duration::from_millis(u64::from(self.exact().wrapping_sub(stamp)))
+    }
+}
+
+fn nanos_since(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX - 1)
 }
 
 /// What happened to processes: `C` is a [`Counter`] in a worker's own counters, an
@@ -99,7 +212,8 @@ pub(crate) fn process_totals<'a>(
 }
 
 impl WorkerCounters {
-    pub(crate) fn snapshot(&self) -> WorkerMetrics {
+    /// `local_queue`: the worker's deque length now; `start`: the scheduler's start.
+    pub(crate) fn snapshot(&self, local_queue: usize, start: Instant) -> WorkerMetrics {
         WorkerMetrics {
             steps: self.steps.get(),
             local_pops: self.local_pops.get(),
@@ -109,6 +223,11 @@ impl WorkerCounters {
             stolen: self.stolen.get(),
             lifo_steals: self.lifo_steals.get(),
             parks: self.parks.get(),
+            noop_wakes: self.noop_wakes.get(),
+            overflows: self.overflows.get(),
+            overflowed: self.overflowed.get(),
+            busy: self.busy.read(start),
+            local_queue,
         }
     }
 }
@@ -134,6 +253,20 @@ pub struct WorkerMetrics {
     pub lifo_steals: u64,
     /// Times it parked on its condition variable.
     pub parks: u64,
+    /// Times it was woken from a park and parked again without running a step (a
+    /// wake-up that found its work already taken by another worker).
+    pub noop_wakes: u64,
+    /// Times its deque was full and moved half its processes to the global queue.
+    pub overflows: u64,
+    /// Processes moved to the global queue by those overflows.
+    pub overflowed: u64,
+    /// Time spent awake, from waking up to parking again: running steps, and also
+    /// spinning and searching for work (as tokio counts it), but not sleeping.
+    /// Busy time over wall time is the worker's load.
+    pub busy: Duration,
+    /// Processes in its deque when the snapshot was taken (not counting its LIFO
+    /// slot).
+    pub local_queue: usize,
 }
 
 /// A snapshot of the scheduler's counters.
@@ -155,6 +288,9 @@ pub struct Metrics {
     pub live: usize,
     /// Items waiting in the global queue.
     pub global_queue: usize,
+    /// Processes queued from outside the workers (spawned or woken by another
+    /// thread, a timer or the blocking pool): they go through the global queue.
+    pub remote_schedules: u64,
     /// Timers armed and not yet fired or cancelled, including those whose deadline
     /// never comes: [`Sleep`](crate::command::Sleep)s (cancelled when their process
     /// ends or withdraws the yield) and timed messages
@@ -176,10 +312,21 @@ pub struct Metrics {
     /// [`on_unobserved_failure`](crate::Builder::on_unobserved_failure) hook
     /// (see [`FailureReport`](crate::FailureReport) for the rule).
     pub unobserved_failures: u64,
-    /// Messages still unread when their process ended, handed to the
-    /// [`on_dead_letter`](crate::Builder::on_dead_letter) hook if there is one
-    /// (see [`DeadLetter`](crate::DeadLetter)).
+    /// Messages handed to the [`on_dead_letter`](crate::Builder::on_dead_letter)
+    /// hook (or dropped, without one): still unread when their process ended, or
+    /// dropped by a full bounded mailbox (see [`DeadLetter`](crate::DeadLetter) and
+    /// its [`reason`](crate::DeadLetter::reason)).
     pub dead_letters: u64,
+    /// Messages full bounded mailboxes with
+    /// [`Overflow::DropOldest`](crate::Overflow::DropOldest) dropped to make room
+    /// for newer ones. Each is a dead letter too (so also in
+    /// [`dead_letters`](Self::dead_letters)).
+    pub dropped_messages: u64,
+    /// Messages full bounded mailboxes with
+    /// [`Overflow::Reject`](crate::Overflow::Reject) refused: sends that failed with
+    /// [`SendErrorKind::MailboxFull`](crate::SendErrorKind::MailboxFull) (the
+    /// message handed back), and timed messages that became dead letters.
+    pub rejected_messages: u64,
 }
 
 impl Metrics {
@@ -196,6 +343,11 @@ impl Metrics {
                 sum.stolen += w.stolen;
                 sum.lifo_steals += w.lifo_steals;
                 sum.parks += w.parks;
+                sum.noop_wakes += w.noop_wakes;
+                sum.overflows += w.overflows;
+                sum.overflowed += w.overflowed;
+                sum.busy += w.busy;
+                sum.local_queue += w.local_queue;
                 sum
             })
     }
@@ -218,6 +370,58 @@ pub struct ProcessInfo {
     /// Where it last said it waits (for macro processes: the `yield_cmd!`/`recv!`
     /// call), if it is suspended and said so.
     pub suspended_at: Option<SuspendPoint>,
+    /// Messages waiting for it: those in its mailbox not yet taken in by a step,
+    /// and, for `#[process]` processes, those taken in that no `recv!` has received
+    /// yet (of a type no receive asked for so far).
+    pub mailbox: usize,
+    /// The waiting messages by type, in order of first arrival: a message nobody
+    /// receives shows up here.
+    pub waiting_messages: Vec<MessageCount>,
+    /// How long it has been in its state: since its current step began (running),
+    /// since its last step (waiting, or queued again), or since it was spawned
+    /// (never run yet). To the millisecond, from a clock the workers read when they
+    /// wake and every 61 steps: so a process that just ended a long step counts
+    /// that step too.
+    pub time_in_state: Duration,
+    /// Its mailbox's capacity, fill and overflow counts, if it was spawned with a
+    /// bounded one ([`SpawnOptions::bounded_mailbox`](crate::SpawnOptions::bounded_mailbox));
+    /// `None`: unbounded.
+    pub bounded_mailbox: Option<MailboxInfo>,
+}
+
+impl ProcessInfo {
+    /// The commands it waits for, if it is suspended at a yield, from its
+    /// suspension point: a `#[process]` counts down as the completions of a
+    /// `yield_all!` arrive, in the order the commands were yielded (one that arrives
+    /// ahead of an earlier one counts once the earlier one is in). 0 when it is not
+    /// suspended at a yield.
+    pub fn outstanding_yields(&self) -> usize {
+        match self.suspended_at {
+            Some(SuspendPoint {
+                kind: SuspendKind::Yield { count, .. },
+                ..
+            }) => count,
+            _ => 0,
+        }
+    }
+}
+
+/// How many waiting messages of one type a process has (see
+/// [`ProcessInfo::waiting_messages`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MessageCount {
+    /// The messages' type, as [`Payload::type_name`](crate::Payload::type_name)
+    /// names it.
+    pub type_name: &'static str,
+    /// How many there are.
+    pub count: usize,
+}
+
+impl MessageCount {
+    pub(crate) fn new(type_name: &'static str, count: usize) -> Self {
+        Self { type_name, count }
+    }
 }
 
 impl std::fmt::Display for ProcessInfo {
@@ -229,6 +433,14 @@ impl std::fmt::Display for ProcessInfo {
         )?;
         if let Some(point) = &self.suspended_at {
             write!(f, ", at {point}")?;
+        }
+        match self.mailbox {
+            0 => {}
+            1 => f.write_str(", 1 message waiting")?,
+            n => write!(f, ", {n} messages waiting")?,
+        }
+        if let Some(mailbox) = &self.bounded_mailbox {
+            write!(f, ", {mailbox}")?;
         }
         Ok(())
     }

@@ -6,12 +6,16 @@
 //! | `builder.rs` | configuration |
 //! | `shared.rs` | state shared by all workers: spawning, sending, scheduling |
 //! | `cell.rs` | one process, in one allocation: its body, mailbox and result slot |
+//! | `bounded.rs` | bounded mailboxes: a capacity on messages, and what a full one does |
+//! | `spawn_options.rs` | how a process is spawned: its mailbox, whether its result is kept |
 //! | `state.rs` | the process state machine (one atomic word) |
 //! | `registry.rs` | the PID table (a slab indexed by PID) |
 //! | `names.rs` | the name table: processes registered under names |
 //! | `monitors.rs` | monitors: `Down` messages when a watched process ends; the table monitors and links share |
 //! | `links.rs` | links: processes that end together, or trap the other's end as `Exit` messages |
+//! | `calls.rs` | request/reply calls: `Request`, `Reply`, `CallError`, the blocking `Handle::call`, the built-in `Call` command and its timer |
 //! | `dead_letters.rs` | messages still unread when their process ends, to a hook and a count |
+//! | `held.rs` | messages a process took in but has not received, for listings |
 //! | `unobserved.rs` | failures nobody joins, monitors or links to, to a hook (stderr by default) and a count |
 //! | `queue/` | the per-worker deque, the LIFO slot and the global injection queue |
 //! | `idle.rs` | spinning, parking and waking workers |
@@ -23,9 +27,12 @@ pub(crate) mod queue;
 #[cfg(test)]
 mod tests;
 
+mod bounded;
 mod builder;
+pub(crate) mod calls;
 pub(crate) mod cell;
 mod dead_letters;
+mod held;
 mod idle;
 mod links;
 mod live;
@@ -35,17 +42,22 @@ mod names;
 mod registry;
 mod scheduler;
 pub(crate) mod shared;
+mod spawn_options;
 mod state;
 mod unobserved;
 mod worker;
 
+pub use bounded::{MailboxInfo, Overflow};
 pub use builder::Builder;
-pub use dead_letters::DeadLetter;
+pub use calls::{CallError, Reply, Request};
+pub use dead_letters::{DeadLetter, DeadLetterReason};
 pub use links::Exit;
-pub use metrics::{Metrics, ProcessInfo, WorkerMetrics};
+pub use metrics::{MessageCount, Metrics, ProcessInfo, WorkerMetrics};
 pub use monitors::{Down, Monitor, MonitorRef};
 pub use scheduler::{Handle, Scheduler, ShutdownReport};
+pub use spawn_options::SpawnOptions;
 pub use state::ProcessState;
 pub use unobserved::FailureReport;
 
 pub(crate) use crate::process::{drop_all_quietly, drop_quietly, panic_message};
+pub(crate) use held::add_messages;

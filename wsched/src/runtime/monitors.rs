@@ -87,6 +87,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
+use super::calls::{Answer, CallSlot};
 use super::cell::CellRef;
 use super::shared::Shared;
 use crate::exit::ExitReason;
@@ -281,6 +282,8 @@ impl DownSlot {
 enum Watcher {
     Process(Pid),
     Thread(Arc<DownSlot>),
+    /// A call waiting on the target (see `calls.rs`): its death fails the call.
+    Call(Arc<CallSlot>),
 }
 
 /// One monitor, as its target's entry keeps it.
@@ -372,6 +375,16 @@ impl Monitors {
         }
     }
 
+    /// A call monitors its callee `target` (see `calls.rs`).
+    pub(crate) fn monitor_for_call(
+        &self,
+        shared: &Shared,
+        target: Pid,
+        slot: Arc<CallSlot>,
+    ) -> MonitorRef {
+        self.monitor(shared, target, Watcher::Call(slot))
+    }
+
     /// Records a monitor on `target`, or sends its `Down` at once if `target` is not
     /// live. See the module docs for the ordering against `target`'s end.
     fn monitor(&self, shared: &Shared, target: Pid, watcher: Watcher) -> MonitorRef {
@@ -461,7 +474,7 @@ impl Monitors {
                 .iter()
                 .filter_map(|watch| match watch.watcher {
                     Watcher::Process(watcher) => Some((watcher, MonitorRef::new(watch.id, pid))),
-                    Watcher::Thread(_) => None,
+                    Watcher::Thread(_) | Watcher::Call(_) => None,
                 })
                 .collect();
             (
@@ -538,9 +551,13 @@ impl Monitors {
 fn deliver(shared: &Shared, watcher: &Watcher, down: Down) {
     match watcher {
         Watcher::Process(to) => {
-            let _ = shared.send_message(Some(down.pid), *to, Payload::new(down));
+            // A signal: it takes no room in a bounded mailbox (see `bounded.rs`).
+            let _ = shared.send_signal(Some(down.pid), *to, Payload::new(down));
         }
         Watcher::Thread(slot) => slot.fill(down),
+        Watcher::Call(slot) => {
+            slot.answer(Answer::CalleeDied(down.reason));
+        }
     }
 }
 

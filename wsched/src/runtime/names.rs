@@ -180,11 +180,11 @@ impl Names {
             ));
         };
         shared.send_message(from, holder, payload).map_err(|error| {
-            SendNamedError::new(
-                name,
-                SendNamedErrorKind::HolderFinished(holder),
-                error.into_payload(),
-            )
+            let kind = match error.kind() {
+                SendErrorKind::MailboxFull => SendNamedErrorKind::MailboxFull(holder),
+                _ => SendNamedErrorKind::HolderFinished(holder),
+            };
+            SendNamedError::new(name, kind, error.into_payload())
         })
     }
 

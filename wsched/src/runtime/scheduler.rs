@@ -12,6 +12,7 @@ use super::cell::NewProcess;
 use super::metrics::{Metrics, ProcessInfo};
 use super::monitors::Monitor;
 use super::shared::Shared;
+use super::spawn_options::SpawnOptions;
 use crate::command::timed::{self, Repeat};
 use crate::command::TimerRef;
 use crate::error::{
@@ -140,6 +141,20 @@ impl Scheduler {
         self.handle.spawn_detached(process, method, input)
     }
 
+    /// See [`Handle::spawn_with`].
+    ///
+    /// # Errors
+    /// As [`Handle::spawn_with`].
+    pub fn spawn_with<P: IntoProcess>(
+        &self,
+        process: P,
+        method: &str,
+        input: impl IntoPayloads,
+        options: SpawnOptions,
+    ) -> Result<Pid, SpawnError> {
+        self.handle.spawn_with(process, method, input, options)
+    }
+
     /// See [`Handle::send`].
     ///
     /// # Errors
@@ -178,6 +193,19 @@ impl Scheduler {
     /// As [`Handle::wait_timeout`].
     pub fn wait_timeout(&self, pid: Pid, timeout: Duration) -> Result<Payload, JoinError> {
         self.handle.wait_timeout(pid, timeout)
+    }
+
+    /// See [`Handle::call`].
+    ///
+    /// # Errors
+    /// As [`Handle::call`].
+    pub fn call<Q: Any + Send, R: Any + Send>(
+        &self,
+        pid: Pid,
+        request: Q,
+        timeout: Duration,
+    ) -> Result<R, crate::CallError<Q>> {
+        self.handle.call(pid, request, timeout)
     }
 
     /// See [`Handle::monitor`].
@@ -394,6 +422,44 @@ impl Handle {
         self.spawn_new(process, method, input, true)
     }
 
+    /// Like [`spawn`](Self::spawn), as `options` say: with a bounded mailbox
+    /// ([`SpawnOptions::bounded_mailbox`]), detached ([`SpawnOptions::detached`]).
+    ///
+    /// ```
+    /// use wsched::{Overflow, Scheduler, SpawnOptions};
+    /// # use wsched::{Context, Events, InitError, Payloads, Process, Status, StepError, StepOutput};
+    /// # struct Sink;
+    /// # impl Process for Sink {
+    /// #     fn init(&mut self, _: Context, _: &str, _: Payloads) -> Result<(), InitError> { Ok(()) }
+    /// #     fn step(&mut self, _: Events<'_>, out: &mut StepOutput) -> Result<(), StepError> {
+    /// #         out.set_status(Status::WaitingForMessage);
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build()?;
+    /// // Keeps the 10 latest messages when it falls behind; the older ones go to the
+    /// // dead-letter hook.
+    /// let latest = SpawnOptions::new().bounded_mailbox(10, Overflow::DropOldest).detached();
+    /// let pid = scheduler.spawn_with(Sink, "run", (), latest)?;
+    /// scheduler.send(pid, 1_u32)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`spawn`](Self::spawn), plus [`SpawnError::ZeroMailboxCapacity`] for a
+    /// bounded mailbox of capacity 0.
+    pub fn spawn_with<P: IntoProcess>(
+        &self,
+        process: P,
+        method: &str,
+        input: impl IntoPayloads,
+        options: SpawnOptions,
+    ) -> Result<Pid, SpawnError> {
+        let process = NewProcess::new(process.into_process(), method, input.into_payloads(), false);
+        self.shared.spawn(self, None, options.apply(process))
+    }
+
     fn spawn_new<P: IntoProcess>(
         &self,
         process: P,
@@ -413,9 +479,15 @@ impl Handle {
     /// Sends `message` to `to` (with no sender PID). A process waiting for a message
     /// is woken; one waiting for yields gets it at its next step.
     ///
+    /// To a process with a full bounded mailbox (see
+    /// [`SpawnOptions::bounded_mailbox`]), the send fails with
+    /// [`SendErrorKind::MailboxFull`](crate::SendErrorKind::MailboxFull) if the mailbox
+    /// rejects, or succeeds and drops the oldest queued message if it drops (to the
+    /// dead-letter hook, on this thread).
+    ///
     /// # Errors
-    /// [`SendError`] when `to` never existed or has finished; it gives the message
-    /// back.
+    /// [`SendError`] when `to` never existed or has finished, or its bounded mailbox
+    /// is full and rejects; it gives the message back.
     pub fn send<T: Any + Send>(&self, to: Pid, message: T) -> Result<(), SendError> {
         self.shared.send_message(None, to, Payload::new(message))
     }
@@ -570,6 +642,27 @@ impl Handle {
         self.shared
             .names
             .send(&self.shared, None, name, Payload::new(message))
+    }
+
+    /// Calls `pid` from outside: sends it a [`Request`](crate::Request) carrying
+    /// `request` and a [`Reply`](crate::Reply) handle, and blocks until the reply,
+    /// `timeout`, or the callee's end. A monitor on the callee during the call makes
+    /// its death an error at once, with its reason; a reply after the timeout is
+    /// dropped. Do not call from inside a process (it would block a worker): a
+    /// process calls with [`call!`](crate::call) or a
+    /// [`Call`](crate::command::Call) yield, which suspend it instead.
+    ///
+    /// # Errors
+    /// [`CallError::NoSuchProcess`](crate::CallError::NoSuchProcess) (with the
+    /// request back) when `pid` is not live; `CalleeDied` when it ends before it
+    /// replies; `NoReply` when it drops the reply unanswered; `Timeout`.
+    pub fn call<Q: Any + Send, R: Any + Send>(
+        &self,
+        pid: Pid,
+        request: Q,
+        timeout: Duration,
+    ) -> Result<R, crate::CallError<Q>> {
+        super::calls::call(&self.shared, pid, request, timeout)
     }
 
     /// Monitors `pid` from outside: the returned [`Monitor`] receives exactly one

@@ -4,19 +4,22 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::bounded::{OverflowCounts, Pushed};
 use super::cell::{CellRef, Header, NewProcess, Owned, ProcessCell, ResultWaiter};
-use super::dead_letters::DeadLetters;
+use super::dead_letters::{DeadLetterReason, DeadLetters};
 use super::drop_quietly;
+use super::held::HeldMessages;
 use super::idle::Idle;
 use super::live::LiveCount;
 use super::metrics::{
-    process_totals, Metrics, ProcessCounts, ProcessEvent, ProcessInfo, WorkerCounters,
+    process_totals, CoarseClock, MessageCount, Metrics, ProcessCounts, ProcessEvent, ProcessInfo,
+    WorkerCounters,
 };
 use super::monitors::{MonitorRef, Monitors};
 use super::names::Names;
 use super::queue::inject::Inject;
 use super::queue::lifo::LifoSlot;
-use super::queue::local::{Overflow, Steal};
+use super::queue::local::Steal;
 use super::registry::Registry;
 use super::unobserved::{is_failure, FailureReport, UnobservedFailures};
 use super::worker::{self, Caller};
@@ -69,10 +72,18 @@ pub(crate) struct Shared {
     flags: CachePadded<Flags>,
     /// PIDs stopped by shutdown, by whoever stopped them.
     stopped: Mutex<Vec<Pid>>,
-    /// Where unread messages go when their process ends (see `dead_letters.rs`).
+    /// Where unread messages go when their process ends, or a full bounded mailbox
+    /// drops them (see `dead_letters.rs`).
     pub(crate) dead_letters: DeadLetters,
+    /// Messages full bounded mailboxes dropped or rejected (see `bounded.rs`).
+    pub(crate) overflows: OverflowCounts,
     /// Where failures nobody observes go (see `unobserved.rs`).
     unobserved: UnobservedFailures,
+    /// What processes took in and have not received (see `held.rs`).
+    pub(crate) held: HeldMessages,
+    /// Milliseconds since the scheduler was built, for the processes' state stamps;
+    /// its start is the origin of the workers' busy clocks too.
+    pub(crate) clock: CoarseClock,
 }
 
 /// The lifecycle flags (see `Shared::spawn` and `Shared::stop_all`).
@@ -142,7 +153,10 @@ impl Shared {
                 killed_any: AtomicBool::new(false),
             }),
             stopped: Mutex::new(Vec::new()),
+            clock: CoarseClock::new(),
+            held: HeldMessages::new(),
             dead_letters: parts.dead_letters,
+            overflows: OverflowCounts::default(),
             unobserved: parts.unobserved,
         })
     }
@@ -167,9 +181,13 @@ impl Shared {
         &self,
         handle: &Handle,
         parent: Option<Pid>,
-        process: NewProcess,
+        mut process: NewProcess,
     ) -> Result<Pid, SpawnError> {
         debug_assert!(std::ptr::eq(handle.shared(), self));
+        if process.has_zero_capacity() {
+            drop_quietly(process);
+            return Err(SpawnError::ZeroMailboxCapacity);
+        }
         let caller = worker::caller(self);
         let linked = process.links_to_parent();
         self.live.add(caller);
@@ -198,6 +216,7 @@ impl Shared {
             }
         };
         self.count(caller, ProcessEvent::Spawned);
+        cell.stamp(self.clock.now());
         if linked {
             // Before it is published: it can neither run nor end unlinked.
             let parent = parent.expect("only a process spawns linked");
@@ -252,45 +271,92 @@ impl Shared {
         if woken.is_empty() {
             return;
         }
-        self.inject.push_batch(woken.drain(..));
+        self.inject.push_batch_remote(woken.drain(..));
         self.idle.notify_one();
     }
 
+    /// Sends a message that counts against a bounded mailbox's capacity: every send
+    /// of a user's message. A message a full mailbox dropped to make room goes to
+    /// the dead letters here, outside every lock.
+    #[inline]
     pub(crate) fn send_message(
         &self,
         from: Option<Pid>,
         to: Pid,
         payload: Payload,
     ) -> Result<(), SendError> {
+        match self.push_message(from, to, payload, false) {
+            Ok(None) => Ok(()),
+            Ok(Some(dropped)) => {
+                self.drop_oldest(to, dropped);
+                Ok(())
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Sends a signal the runtime makes (a monitor's `Down`, a link's `Exit`): a
+    /// message that takes no room in a bounded mailbox and is never refused for
+    /// want of it.
+    pub(crate) fn send_signal(
+        &self,
+        from: Option<Pid>,
+        to: Pid,
+        payload: Payload,
+    ) -> Result<(), SendError> {
+        let sent = self.push_message(from, to, payload, true);
+        debug_assert!(!matches!(sent, Ok(Some(_))), "signals displace nothing");
+        sent.map(drop)
+    }
+
+    /// Hands a message a full bounded mailbox dropped to make room to the dead
+    /// letters, counted.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn drop_oldest(&self, to: Pid, dropped: Message) {
+        self.overflows.count_dropped();
+        self.dead_letters
+            .one(to, dropped, DeadLetterReason::DroppedOldest);
+    }
+
+    /// Pushes a message into `to`'s mailbox, waking it if need be. `Ok(Some)`: the
+    /// oldest message a full drop-oldest mailbox dropped to make room, for the caller
+    /// to hand to [`drop_oldest`](Self::drop_oldest) once it holds no lock.
+    #[inline]
+    pub(crate) fn push_message(
+        &self,
+        from: Option<Pid>,
+        to: Pid,
+        payload: Payload,
+        signal: bool,
+    ) -> Result<Option<Message>, SendError> {
         let mut message = Some(Message { from, payload });
         // Small answers only: the message stays in `message` unless delivered.
-        let delivered = self
-            .registry
-            .with(to, |cell| match cell.push_message(&mut message) {
-                Some(woke) => {
-                    if woke {
-                        worker::schedule_woken(self, cell.clone());
-                    }
-                    true
-                }
-                None => false,
-            });
-        match delivered {
-            Some(true) => Ok(()),
-            Some(false) => {
-                let payload = message.take().expect("not delivered").payload;
-                Err(SendError::new(to, SendErrorKind::Finished, payload))
+        let pushed = self.registry.with(to, |cell| {
+            let pushed = cell.push_message(&mut message, signal);
+            if let Pushed::Queued { woke: true } | Pushed::Displaced { woke: true } = pushed {
+                worker::schedule_woken(self, cell.clone());
             }
-            None => {
-                let kind = if self.registry.issued(to) {
-                    SendErrorKind::Finished
-                } else {
-                    SendErrorKind::NoSuchProcess
-                };
-                let payload = message.take().expect("not taken").payload;
-                Err(SendError::new(to, kind, payload))
-            }
-        }
+            pushed
+        });
+        let kind = match pushed {
+            Some(Pushed::Queued { .. }) => return Ok(None),
+            Some(Pushed::Displaced { .. }) => return Ok(message),
+            Some(Pushed::Closed) => SendErrorKind::Finished,
+            Some(Pushed::Full) => self.rejected(),
+            None if self.registry.issued(to) => SendErrorKind::Finished,
+            None => SendErrorKind::NoSuchProcess,
+        };
+        let payload = message.take().expect("not delivered").payload;
+        Err(SendError::new(to, kind, payload))
+    }
+
+    /// Counts a message a full bounded mailbox refused.
+    #[cold]
+    #[inline(never)]
+    fn rejected(&self) -> SendErrorKind {
+        self.overflows.count_rejected();
+        SendErrorKind::MailboxFull
     }
 
     /// The cell of `pid` if its process is live (not done), or why it is not.
@@ -301,6 +367,11 @@ impl Shared {
             None if self.registry.issued(pid) => Err(SendErrorKind::Finished),
             None => Err(SendErrorKind::NoSuchProcess),
         }
+    }
+
+    /// Whether `pid`'s process is live with its mailbox open (not ending).
+    pub(crate) fn is_live_open(&self, pid: Pid) -> bool {
+        self.registry.with(pid, |cell| !cell.is_closing()) == Some(true)
     }
 
     /// Whether `pid`'s process is live (not done).
@@ -485,6 +556,7 @@ impl Shared {
         if self.names.used() {
             self.names.release(pid);
         }
+        self.held.forget(pid);
         report
     }
 
@@ -641,18 +713,26 @@ impl Shared {
     pub(crate) fn metrics(&self) -> Metrics {
         let totals = process_totals(self.counters.iter().map(|c| &**c), &self.outside_counts);
         Metrics {
-            workers: self.counters.iter().map(|c| c.snapshot()).collect(),
+            workers: self
+                .counters
+                .iter()
+                .zip(self.stealers.iter())
+                .map(|(c, deque)| c.snapshot(deque.len(), self.clock.start()))
+                .collect(),
             spawned: totals.spawned,
             finished: totals.finished,
             failed: totals.failed,
             stopped: totals.stopped,
             live: self.live(),
             global_queue: self.inject.len(),
+            remote_schedules: self.inject.remote_pushes(),
             pending_timers: self.timers.pending(),
             undelivered_timed_messages: self.timers.undelivered(),
             blocking_threads: self.blocking.threads(),
             unobserved_failures: self.unobserved.count(),
             dead_letters: self.dead_letters.count(),
+            dropped_messages: self.overflows.dropped(),
+            rejected_messages: self.overflows.rejected(),
         }
     }
 
@@ -662,13 +742,21 @@ impl Shared {
             .cells()
             .into_iter()
             .filter(|cell| !cell.is_done())
-            .map(|cell| ProcessInfo {
-                pid: cell.pid(),
-                parent: cell.parent(),
-                state: cell.state(),
-                entry: cell.entry().to_owned(),
-                steps: cell.steps(),
-                suspended_at: cell.suspend_point(),
+            .map(|cell| {
+                let mut waiting_messages = cell.waiting_messages();
+                self.held.add_to(cell.pid(), &mut waiting_messages);
+                ProcessInfo {
+                    pid: cell.pid(),
+                    parent: cell.parent(),
+                    state: cell.state(),
+                    entry: cell.entry().to_owned(),
+                    steps: cell.steps(),
+                    suspended_at: cell.suspend_point(),
+                    mailbox: waiting_messages.iter().map(|m| m.count).sum(),
+                    waiting_messages,
+                    time_in_state: self.clock.since(cell.changed_at()),
+                    bounded_mailbox: cell.mailbox_info(),
+                }
             })
             .collect();
         list.sort_unstable_by_key(|info| info.pid);
@@ -855,5 +943,9 @@ impl Backend for Header {
             .shared()
             .dead_letters
             .unreceived(to, messages.drain(..));
+    }
+
+    fn publish_held(&self, pid: Pid, held: Vec<MessageCount>) {
+        self.handle().shared().held.publish(pid, held);
     }
 }

@@ -188,7 +188,7 @@ fn schedule(shared: &Shared, task: Task, placement: Placement) {
         match placement {
             Placement::Lifo | Placement::LifoAfterStep => {
                 if let Some(previous) = shared.lifo(core.index).put(task) {
-                    core.local.push_back_or_overflow(previous, &shared.inject);
+                    core.push_back(shared, previous);
                     return Pushed::Deque;
                 }
                 if placement == Placement::Lifo {
@@ -198,7 +198,7 @@ fn schedule(shared: &Shared, task: Task, placement: Placement) {
                 }
             }
             Placement::Back => {
-                core.local.push_back_or_overflow(task, &shared.inject);
+                core.push_back(shared, task);
                 Pushed::Deque
             }
         }
@@ -216,7 +216,7 @@ fn schedule(shared: &Shared, task: Task, placement: Placement) {
         // Only the LIFO slot changed, at the end of a step: this worker runs it next.
         (Some(Pushed::LifoAfterStep), _) => {}
         (None, Some(task)) => {
-            shared.inject.push(task);
+            shared.inject.push_remote(task);
             shared.idle.notify_one();
         }
         (None, None) => unreachable!("the closure did not run, so it did not take the task"),
@@ -257,6 +257,12 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
     let mut events = Vec::new();
     let mut out = StepOutput::new();
     let mut idle_rounds = 0u32;
+    // Set when a producer woke this worker from a park, cleared by the next step: a
+    // wake-up that finds nothing to run is counted as a no-op wake when it parks
+    // again.
+    let mut woken = false;
+    shared.counters[index].busy.wake(shared.clock.start());
+    shared.clock.refresh();
     // The timeout of the next sleep spent watching LIFO slots (see `park`): a local,
     // as it is reset after every task.
     let mut watch = WATCH_FIRST;
@@ -265,6 +271,7 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
         match task {
             Some(task) => {
                 idle_rounds = 0;
+                woken = false;
                 watch = WATCH_FIRST;
                 shared.counters[index].steps.add(1);
                 // `run_task` takes the task out only to requeue it (moving the
@@ -286,7 +293,7 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
                     }
                 } else if idle_rounds < YIELD_ROUNDS {
                     thread::yield_now();
-                } else if park(shared, &core, &mut watch) == Parked::Woken {
+                } else if park(shared, &core, &mut watch, &mut woken) != Parked::TimedOut {
                     idle_rounds = 0;
                 } else {
                     // Back from watching: one search (which takes a stranded LIFO
@@ -333,6 +340,18 @@ fn recover(
 }
 
 impl Core {
+    /// Pushes `task` to the back of the deque, counting an overflow into the global
+    /// queue.
+    #[inline]
+    fn push_back(&mut self, shared: &Shared, task: Task) {
+        let moved = self.local.push_back_or_overflow(task, &shared.inject);
+        if moved > 0 {
+            let counters = &shared.counters[self.index];
+            counters.overflows.add(1);
+            counters.overflowed.add(moved as u64);
+        }
+    }
+
     fn next_task(&mut self, shared: &Shared) -> Option<Task> {
         let task = self.find_task(shared);
         if task.is_some() && self.searching {
@@ -350,6 +369,8 @@ impl Core {
         let counters = &shared.counters[self.index];
         self.tick = self.tick.wrapping_add(1);
         if self.tick.is_multiple_of(GLOBAL_CHECK_INTERVAL) {
+            // The same interval suits the coarse clock: no branch of its own.
+            shared.clock.refresh();
             if let Some(task) = self.pop_global(shared) {
                 return Some(task);
             }
@@ -360,7 +381,7 @@ impl Core {
                 counters.lifo_pops.add(1);
                 return Some(task);
             }
-            self.local.push_back_or_overflow(task, &shared.inject);
+            self.push_back(shared, task);
         }
         self.lifo_streak = 0;
         if let Some(task) = self.local.pop() {
@@ -485,15 +506,23 @@ fn coprimes(n: usize) -> Vec<usize> {
 /// How a worker came back from `park`.
 #[derive(PartialEq, Eq)]
 enum Parked {
-    /// Woken by a producer (or found work before sleeping).
+    /// Woken by a producer.
     Woken,
+    /// Found work (or a wake-up already waiting) before falling asleep.
+    NotAsleep,
     /// Its watch over LIFO slots timed out.
     TimedOut,
 }
 
 /// Parks this worker; `watch` is the timeout of a sleep spent watching LIFO slots,
-/// doubled here when it runs out.
-fn park(shared: &Shared, core: &Rc<RefCell<Core>>, watch: &mut Duration) -> Parked {
+/// doubled here when it runs out. `woken` says whether the last wake-up has not
+/// run a step yet (see `run`); set here when a producer wakes the worker.
+fn park(
+    shared: &Shared,
+    core: &Rc<RefCell<Core>>,
+    watch: &mut Duration,
+    woken: &mut bool,
+) -> Parked {
     let (index, was_searching) = {
         let mut core = core.borrow_mut();
         let searching = core.searching;
@@ -504,26 +533,35 @@ fn park(shared: &Shared, core: &Rc<RefCell<Core>>, watch: &mut Duration) -> Park
     // The re-check that makes the handshake safe (see idle.rs).
     if shared.is_terminated() || core.borrow().has_work(shared) {
         match shared.idle.unregister(index) {
-            Unregister::Awake => return Parked::Woken,
+            Unregister::Awake => return Parked::NotAsleep,
             Unregister::AlreadyWoken => {
                 shared.idle.park(index);
                 core.borrow_mut().searching = true;
-                return Parked::Woken;
+                return Parked::NotAsleep;
             }
         }
     }
-    shared.counters[index].parks.add(1);
+    let counters = &shared.counters[index];
+    counters.parks.add(1);
+    if std::mem::take(woken) {
+        counters.noop_wakes.add(1);
+    }
+    counters.busy.park(shared.clock.start());
     // Read after registering (and its fence): see "Watching LIFO slots" in idle.rs.
     if core.borrow().lifo_to_watch(shared) {
         if !shared.idle.park_watching(index, *watch) {
             // Timed out, awake, not searching: look around (a stranded process is
             // taken by `steal_lifo`), and sleep longer next time if there is nothing.
             *watch = (*watch * 2).min(WATCH_MAX);
+            counters.busy.wake(shared.clock.start());
             return Parked::TimedOut;
         }
     } else {
         shared.idle.park(index);
     }
+    counters.busy.wake(shared.clock.start());
+    shared.clock.refresh();
+    *woken = true;
     // The waker counted this worker as searching.
     core.borrow_mut().searching = true;
     Parked::Woken
@@ -559,6 +597,10 @@ fn run_task(
         shared.finish(owned, Err(ProcessError::Stopped));
         return;
     }
+    // Once per run, not again when the step ends: the coarse clock does not move
+    // during a step (its worker refreshes it between steps), so a second stamp
+    // would write the same value.
+    task.stamp(shared.clock.now());
     owned.take_events(events);
     let mut budget = RESTEP_BUDGET;
     loop {

@@ -11,8 +11,9 @@
 //!
 //! * **Start.** The supervisor traps exits and, in its first step, starts its
 //!   children in the order they were added, each spawned detached and linked to it
-//!   ([`Context::spawn_linked_detached`]) from
-//!   a fresh value its spec's factory builds. If a child cannot start (its `init`
+//!   ([`Context::spawn_linked_with`], with the spec's
+//!   [spawn options](ChildSpec::spawn_options)) from a fresh value its spec's factory
+//!   builds. If a child cannot start (its `init`
 //!   refuses or panics), the children started so far are stopped and the supervisor
 //!   fails with [`SupervisorError::StartFailed`].
 //! * **A child ends.** Its link tells the supervisor ([`Exit`](crate::Exit)). Its

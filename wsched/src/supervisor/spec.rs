@@ -10,6 +10,7 @@ use crate::exit::ExitReason;
 use crate::payload::IntoPayloads;
 use crate::pid::Pid;
 use crate::process::{panic_message, IntoProcess};
+use crate::runtime::SpawnOptions;
 
 use super::Supervisor;
 
@@ -63,7 +64,7 @@ pub enum ChildKind {
 
 /// Starts one child: builds a fresh process (and input) and spawns it linked to the
 /// supervisor.
-type Start = Box<dyn FnMut(&Context) -> Result<Pid, SpawnError> + Send>;
+type Start = Box<dyn FnMut(&Context, SpawnOptions) -> Result<Pid, SpawnError> + Send>;
 
 /// How to start one child of a [`Supervisor`], and how to treat it when it ends.
 ///
@@ -114,6 +115,7 @@ pub struct ChildSpec {
     restart: Restart,
     shutdown: Duration,
     kind: ChildKind,
+    options: SpawnOptions,
 }
 
 impl ChildSpec {
@@ -145,18 +147,19 @@ impl ChildSpec {
         Self {
             id: id.into(),
             entry,
-            start: Box::new(move |ctx: &Context| {
+            start: Box::new(move |ctx: &Context, options: SpawnOptions| {
                 // A factory that panics fails the start as an `init` that panics
                 // does, rather than the supervisor's step.
                 let made = std::panic::catch_unwind(AssertUnwindSafe(&mut factory));
                 let (process, input) = made.map_err(|panic| SpawnError::InitPanicked {
                     message: panic_message(&*panic),
                 })?;
-                ctx.spawn_linked_detached(process, &method, input)
+                ctx.spawn_linked_with(process, &method, input, options.detached())
             }),
             restart: Restart::Permanent,
             shutdown: Self::DEFAULT_SHUTDOWN,
             kind: ChildKind::Worker,
+            options: SpawnOptions::new(),
         }
     }
 
@@ -187,6 +190,15 @@ impl ChildSpec {
         self
     }
 
+    /// How the child is spawned, beyond what it runs: e.g. a bounded mailbox
+    /// ([`SpawnOptions::bounded_mailbox`]). Whatever `options` say, the child is
+    /// always linked to the supervisor and detached (its result is not kept: the
+    /// supervisor learns how it ended through the link).
+    pub fn spawn_options(mut self, options: SpawnOptions) -> Self {
+        self.options = options;
+        self
+    }
+
     /// Its id.
     pub fn id(&self) -> &str {
         &self.id
@@ -214,7 +226,7 @@ impl ChildSpec {
 
     /// Spawns a fresh instance, linked to the supervisor whose context `ctx` is.
     pub(super) fn start(&mut self, ctx: &Context) -> Result<Pid, SpawnError> {
-        (self.start)(ctx)
+        (self.start)(ctx, self.options)
     }
 }
 
@@ -226,6 +238,7 @@ impl fmt::Debug for ChildSpec {
             .field("restart", &self.restart)
             .field("shutdown", &self.shutdown)
             .field("kind", &self.kind)
+            .field("options", &self.options)
             .finish_non_exhaustive()
     }
 }

@@ -6,6 +6,9 @@ use std::fmt;
 use std::mem::{self, ManuallyDrop};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use super::bounded::{Bounded, MailboxInfo, Pushed};
+use super::held::add_messages;
+use super::metrics::MessageCount;
 use super::state::{AfterStep, EventKind, ProcessState, State, StopRequest, Suspend};
 use crate::command::timer::TimerList;
 use crate::command::{Completer, Join};
@@ -20,7 +23,7 @@ use crate::process::{Event, Events, Message, Process, StepOutput, SuspendKind, S
 use crate::runtime::panic_message;
 use crate::runtime::shared::Filler;
 use crate::runtime::Handle;
-use crate::sync::{AtomicU64, AtomicUsize, Mutex, Ordering, UnsafeCell};
+use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering, UnsafeCell};
 
 mod recycle;
 mod reference;
@@ -71,8 +74,14 @@ pub(crate) struct ProcessCell<B: ?Sized = dyn Process> {
 /// Everything about a process but the process itself.
 pub(crate) struct Header {
     /// How many [`CellRef`]s (and their thin forms) there are: the cell's own
-    /// reference count (see `reference.rs`).
-    refs: AtomicUsize,
+    /// reference count (see `reference.rs`). 32 bits, so that it shares a word with
+    /// `changed_at`.
+    refs: AtomicU32,
+    /// When the process last began or ended a step (or was spawned), in
+    /// milliseconds of the scheduler's coarse clock (see [`CoarseClock`]), wrapping:
+    /// what listings show as the time in its current state. Written only by the
+    /// owner; a statistic, so a plain std atomic even under loom.
+    changed_at: std::sync::atomic::AtomicU32,
     pid: Pid,
     /// The scheduler running the process (`None` only for cells made by unit tests
     /// and loom models, and before spawning). Completers and the process's `Context`
@@ -251,14 +260,18 @@ struct Mailbox {
     outcome: Outcome,
 }
 
-/// The oldest event, or why there is none. `Closed` rides in the event's spare
-/// variant values, so closing costs the mailbox no field of its own.
+/// The oldest event, or why there is none. `Closed` and `Bounded` ride in the
+/// event's spare variant values, so closing and bounding cost the mailbox no field
+/// of their own, and a push to an unbounded mailbox no branch it did not take before.
 enum First {
     Empty,
     /// The process has ended (or is ending): events are refused. Set under the lock
     /// before the process is marked done.
     Closed,
     Event(Event),
+    /// A bounded mailbox (see `runtime/bounded.rs`): every event is in there, and
+    /// `rest` stays empty. Set before the cell is shared; replaced by `Closed`.
+    Bounded(Box<Bounded>),
 }
 
 /// A burst buffer larger than this is freed when emptied rather than kept.
@@ -278,21 +291,47 @@ impl Mailbox {
         matches!(self.first, First::Closed)
     }
 
-    /// Queues `event` in an open mailbox.
+    /// Queues `event` in an open mailbox (as taking no room, if it is bounded).
+    #[inline]
     fn push(&mut self, event: Event) {
-        match self.first {
+        match &mut self.first {
             First::Empty => {
                 debug_assert!(self.rest.as_ref().is_none_or(|rest| rest.is_empty()));
                 self.first = First::Event(event);
             }
             First::Event(_) => self.rest.get_or_insert_default().push(event),
+            First::Bounded(bounded) => bounded.push_uncounted(event),
             First::Closed => unreachable!("the caller checked that the mailbox is open"),
         }
     }
 
+    /// The types of the queued messages, by type (for listings).
+    fn message_types(&self) -> Vec<MessageCount> {
+        let mut summary = Vec::new();
+        let mut count = |event: &Event| {
+            if let Event::Message(message) = event {
+                add_messages(&mut summary, message.payload.type_name(), 1);
+            }
+        };
+        match &self.first {
+            First::Event(first) => {
+                count(first);
+                self.rest
+                    .iter()
+                    .flat_map(|rest| rest.iter())
+                    .for_each(count);
+            }
+            First::Bounded(bounded) => bounded.events().for_each(count),
+            First::Empty | First::Closed => {}
+        }
+        summary
+    }
+
     /// Moves every event, oldest first, to the end of `buffer`.
     fn drain_into(&mut self, buffer: &mut Vec<Event>) {
-        if let First::Event(_) = self.first {
+        if let First::Bounded(bounded) = &mut self.first {
+            bounded.drain_into(buffer);
+        } else if let First::Event(_) = self.first {
             let First::Event(first) = mem::replace(&mut self.first, First::Empty) else {
                 unreachable!("matched an event")
             };
@@ -349,7 +388,8 @@ impl ProcessCell {
     fn unspawned<P: Process>(process: P, entry: &str, input: Payloads, detached: bool) -> CellRef {
         CellRef::new(ProcessCell::<P> {
             header: Header {
-                refs: AtomicUsize::new(1),
+                refs: AtomicU32::new(1),
+                changed_at: std::sync::atomic::AtomicU32::new(0),
                 pid: Pid::UNSPAWNED,
                 handle: None,
                 parent: None,
@@ -363,6 +403,22 @@ impl ProcessCell {
             },
             body: UnsafeCell::new(ManuallyDrop::new(process)),
         })
+    }
+}
+
+impl Header {
+    /// Marks `now` (of the scheduler's coarse clock) as when the process entered its
+    /// current state. Called by the owner only (and by the spawner, before the cell
+    /// is shared).
+    #[inline]
+    pub(crate) fn stamp(&self, now: u32) {
+        self.changed_at
+            .store(now, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The last [`stamp`](Self::stamp).
+    pub(crate) fn changed_at(&self) -> u32 {
+        self.changed_at.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -429,6 +485,26 @@ impl NewProcess {
     #[inline]
     pub(crate) fn links_to_parent(&self) -> bool {
         self.0.steps.load(Ordering::Relaxed) & LINK_PARENT != 0
+    }
+
+    /// Discards its result when it finishes (see `SpawnOptions::detached`).
+    pub(crate) fn detach(&mut self) {
+        let steps = &self.header_mut().steps;
+        steps.store(steps.load(Ordering::Relaxed) | DETACHED, Ordering::Relaxed);
+    }
+
+    /// Gives it the bounded mailbox `bounded` (see `runtime/bounded.rs`).
+    pub(crate) fn bound_mailbox(&mut self, bounded: Bounded) {
+        let mailbox = self.header_mut().mailbox.get_mut();
+        debug_assert!(matches!(mailbox.first, First::Empty | First::Bounded(_)));
+        mailbox.first = First::Bounded(Box::new(bounded));
+    }
+
+    /// Whether it was given a bounded mailbox of capacity 0, which no message could
+    /// ever enter: the spawn refuses it.
+    #[inline]
+    pub(crate) fn has_zero_capacity(&mut self) -> bool {
+        matches!(&self.header_mut().mailbox.get_mut().first, First::Bounded(b) if b.capacity() == 0)
     }
 
     fn header_mut(&mut self) -> &mut Header {
@@ -580,6 +656,11 @@ impl Header {
             .map(PackedPoint::unpack)
     }
 
+    /// The messages queued in its mailbox (not yet taken in by a step), by type.
+    pub(crate) fn waiting_messages(&self) -> Vec<MessageCount> {
+        self.mailbox.lock().message_types()
+    }
+
     /// Whether the mailbox is closed: the process has ended or is ending. Takes the
     /// mailbox lock, which is what orders a monitor against the end (see
     /// `monitors.rs`).
@@ -606,24 +687,84 @@ impl Header {
         Ok(self.state.notify(kind))
     }
 
-    /// Queues the message in `message` (taking it out). `Some(true)`: the caller woke
-    /// the process and must schedule it. `None`: the process has finished, and the
-    /// message is left where it was.
+    /// Queues the message in `message` (taking it out); see [`Pushed`] for what is
+    /// left there. A `signal` (a `Down`, an `Exit`) takes no room in a bounded
+    /// mailbox and is never refused for want of it.
     ///
     /// [`push_event`](Self::push_event) for the hot path of sends: the message moves
     /// once, into the mailbox, where an event built by the caller, passed in and
     /// handed back in a `Result` was copied through memory three times, stalling on
     /// wide reads of narrow writes each time (see `perf annotate` of a fan-in).
-    pub(crate) fn push_message(&self, message: &mut Option<Message>) -> Option<bool> {
-        {
-            let mut mailbox = self.mailbox.lock();
-            if mailbox.is_closed() {
-                return None;
+    #[inline]
+    pub(crate) fn push_message(&self, message: &mut Option<Message>, signal: bool) -> Pushed {
+        let Some(taken) = message.take() else {
+            return Pushed::Closed;
+        };
+        let mut mailbox = self.mailbox.lock();
+        match mailbox.first {
+            First::Closed => {
+                *message = Some(taken);
+                return Pushed::Closed;
             }
-            mailbox.push(Event::Message(message.take()?));
+            // `Mailbox::push` written out: one switch on the slot, where an unbounded
+            // send tested it for `Closed`, then for `Empty`.
+            First::Empty => {
+                debug_assert!(mailbox.rest.as_ref().is_none_or(|rest| rest.is_empty()));
+                mailbox.first = First::Event(Event::Message(taken));
+            }
+            First::Event(_) => mailbox
+                .rest
+                .get_or_insert_default()
+                .push(Event::Message(taken)),
+            First::Bounded(_) => return self.push_bounded(mailbox, taken, message, signal),
         }
+        drop(mailbox);
         // After the push: see the "no lost wake-up" invariant in `state.rs`.
-        Some(self.state.notify(EventKind::Message))
+        Pushed::Queued {
+            woke: self.state.notify(EventKind::Message),
+        }
+    }
+
+    /// [`push_message`](Self::push_message) into a bounded mailbox.
+    #[cold]
+    #[inline(never)]
+    fn push_bounded(
+        &self,
+        mut mailbox: crate::sync::MutexGuard<'_, Mailbox>,
+        taken: Message,
+        message: &mut Option<Message>,
+        signal: bool,
+    ) -> Pushed {
+        let First::Bounded(bounded) = &mut mailbox.first else {
+            unreachable!("called for a bounded mailbox")
+        };
+        let pushed = bounded.push_message(taken, signal);
+        drop(mailbox);
+        match pushed {
+            Ok(oldest) => {
+                let displaced = oldest.is_some();
+                *message = oldest;
+                // After the push, as above.
+                let woke = self.state.notify(EventKind::Message);
+                if displaced {
+                    Pushed::Displaced { woke }
+                } else {
+                    Pushed::Queued { woke }
+                }
+            }
+            Err(refused) => {
+                *message = Some(refused);
+                Pushed::Full
+            }
+        }
+    }
+
+    /// The process's bounded mailbox as listed; `None`: unbounded.
+    pub(crate) fn mailbox_info(&self) -> Option<MailboxInfo> {
+        match &self.mailbox.lock().first {
+            First::Bounded(bounded) => Some(bounded.info()),
+            _ => None,
+        }
     }
 
     /// Claims the result for `waiter`, which is called exactly once: now, with the
@@ -988,6 +1129,15 @@ mod tests {
             assert_eq!(format!("{unpacked:?}"), format!("{point:?}"));
         }
         assert_eq!(std::mem::size_of::<Option<PackedPoint>>(), 24);
+    }
+
+    #[test]
+    fn closing_and_bounding_a_mailbox_cost_no_room() {
+        assert_eq!(
+            std::mem::size_of::<First>(),
+            std::mem::size_of::<Event>(),
+            "`Closed` and `Bounded` ride in the event's spare values"
+        );
     }
 
     #[test]

@@ -39,8 +39,10 @@ const _: () = {
 };
 
 /// Counts above this abort the process, as `Arc`'s do: only leaked references
-/// (`mem::forget` in a loop) can get there, and a wrapped count would free a cell in use.
-const MAX_REFS: usize = isize::MAX as usize;
+/// (`mem::forget` in a loop) can get there, and a wrapped count would free a cell in
+/// use. Half the 32-bit range, so that billions of threads cloning at once are what
+/// it takes to wrap before one of them sees the excess.
+const MAX_REFS: u32 = i32::MAX as u32;
 
 impl CellRef {
     /// Moves `cell` into memory of its own (recycled if this thread has some) and
@@ -70,7 +72,7 @@ impl CellRef {
     /// How many references the cell has (a snapshot, for tests).
     #[cfg(all(test, not(loom)))]
     pub(crate) fn count(this: &Self) -> usize {
-        this.refs.load(Ordering::Relaxed)
+        this.refs.load(Ordering::Relaxed) as usize
     }
 
     /// The cell, mutably, if this is its only reference.

@@ -19,6 +19,11 @@ pub(crate) struct Inject<T> {
     queue: Mutex<VecDeque<T>>,
     /// Mirrors `queue.len()`; written under the lock, read without it.
     len: AtomicUsize,
+    /// Items pushed from outside the workers (see [`push_remote`](Self::push_remote)):
+    /// a statistic, written under the lock (so a load and a store, no locked
+    /// instruction), read without it. A plain std atomic even under loom, as the
+    /// metrics' counters are.
+    remote: std::sync::atomic::AtomicU64,
 }
 
 impl<T> Inject<T> {
@@ -26,7 +31,13 @@ impl<T> Inject<T> {
         Self {
             queue: Mutex::new(VecDeque::new()),
             len: AtomicUsize::new(0),
+            remote: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// How many items were pushed from outside the workers.
+    pub(crate) fn remote_pushes(&self) -> u64 {
+        self.remote.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether the queue looks empty. A racy hint, exact once producers are quiet;
@@ -39,10 +50,35 @@ impl<T> Inject<T> {
         self.len.load(Ordering::Acquire)
     }
 
+    // Used by the loom models; the runtime pushes through `push_remote`.
+    #[cfg_attr(not(loom), allow(dead_code))]
     pub(crate) fn push(&self, item: T) {
         let mut q = self.queue.lock();
         q.push_back(item);
         self.len.store(q.len(), Ordering::Release);
+    }
+
+    /// [`push`](Self::push) from outside the workers: counted as a remote schedule.
+    pub(crate) fn push_remote(&self, item: T) {
+        let mut q = self.queue.lock();
+        q.push_back(item);
+        self.len.store(q.len(), Ordering::Release);
+        self.count_remote(1);
+    }
+
+    /// A batch pushed from outside the workers, counted as remote schedules.
+    pub(crate) fn push_batch_remote(&self, items: impl Iterator<Item = T>) {
+        let mut q = self.queue.lock();
+        let before = q.len();
+        q.extend(items);
+        self.len.store(q.len(), Ordering::Release);
+        self.count_remote((q.len() - before) as u64);
+    }
+
+    /// Adds to the remote count; called under the queue's lock, which orders writers.
+    fn count_remote(&self, n: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.remote.store(self.remote.load(Relaxed) + n, Relaxed);
     }
 
     // Used by the loom models.

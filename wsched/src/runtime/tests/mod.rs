@@ -9,6 +9,8 @@ mod local_queue_stress;
 #[cfg(loom)]
 mod loom_blocking;
 #[cfg(loom)]
+mod loom_calls;
+#[cfg(loom)]
 mod loom_dead_letters;
 #[cfg(loom)]
 mod loom_idle;

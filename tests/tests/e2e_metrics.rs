@@ -1,0 +1,101 @@
+//! What a listing shows of `#[process]` processes: the messages they took in and no
+//! `recv!` asked for, and the yields they still wait for.
+
+use std::time::{Duration, Instant};
+
+use wsched::prelude::*;
+use wsched::testing::TestProcess;
+use wsched::{Command, ProcessInfo, ProcessState, Scheduler, SuspendKind, Tag};
+
+/// Sums `n` numbers; anything else it is sent stays unreceived.
+struct Summer;
+
+#[process]
+impl Summer {
+    #[entry]
+    fn sum(&mut self, n: u32) -> Result<u64, BoxError> {
+        let mut sum = 0;
+        for _ in 0..n {
+            sum += recv!(u64)?;
+        }
+        Ok(sum)
+    }
+}
+
+/// Lists `pid` until `condition` holds, or fails after 10 s.
+fn listed_until(s: &Scheduler, pid: Pid, condition: impl Fn(&ProcessInfo) -> bool) -> ProcessInfo {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let info = s.processes().into_iter().find(|p| p.pid == pid);
+        if let Some(info) = info.filter(|info| condition(info)) {
+            return info;
+        }
+        assert!(Instant::now() < deadline, "timed out listing {pid}");
+        std::thread::yield_now();
+    }
+}
+
+fn summary(info: &ProcessInfo) -> Vec<(&'static str, usize)> {
+    info.waiting_messages
+        .iter()
+        .map(|m| (m.type_name, m.count))
+        .collect()
+}
+
+#[test]
+fn messages_no_recv_asks_for_are_listed_while_the_process_lives() {
+    let s = Scheduler::builder().workers(2).build().unwrap();
+    let pid = s.spawn(Summer, "sum", (2_u32,)).unwrap();
+    s.send(pid, "stray".to_string()).unwrap();
+    let waiting = |info: &ProcessInfo| info.state == ProcessState::WaitingForMessage;
+    let info = listed_until(&s, pid, |i| waiting(i) && i.mailbox == 1);
+    assert_eq!(summary(&info), [("alloc::string::String", 1)]);
+
+    // A number is received, the string stays; a second string joins it.
+    s.send(pid, 1_u64).unwrap();
+    s.send(pid, "another".to_string()).unwrap();
+    let info = listed_until(&s, pid, |i| waiting(i) && i.mailbox == 2);
+    assert_eq!(summary(&info), [("alloc::string::String", 2)]);
+
+    s.send(pid, 2_u64).unwrap();
+    assert_eq!(s.wait(pid).unwrap().downcast::<u64>().unwrap(), 3);
+    assert!(s.processes().iter().all(|p| p.pid != pid));
+}
+
+/// Completed by the test.
+struct Job;
+
+impl Command for Job {
+    type Output = u32;
+}
+
+struct Batch;
+
+#[process]
+impl Batch {
+    #[entry]
+    fn run(&mut self) -> Result<u32, BoxError> {
+        let results = yield_all!((0..3).map(|_| Job));
+        Ok(results.into_iter().map(Result::unwrap).sum())
+    }
+}
+
+fn outstanding(t: &TestProcess) -> usize {
+    match t.suspend_point().expect("suspended").kind {
+        SuspendKind::Yield { count, .. } => count,
+        other => panic!("not at a yield: {other:?}"),
+    }
+}
+
+#[test]
+fn a_yield_all_counts_its_outstanding_commands_down_in_order() {
+    let mut t = TestProcess::start(Batch, "run", ()).unwrap();
+    assert_eq!(outstanding(&t), 3);
+    t.complete(Tag(1), 1_u32);
+    assert_eq!(outstanding(&t), 2);
+    // Out of order: counted once the earlier one is in.
+    t.complete(Tag(3), 3_u32);
+    assert_eq!(outstanding(&t), 2);
+    t.complete(Tag(2), 2_u32);
+    assert_eq!(t.result::<u32>(), 6);
+}

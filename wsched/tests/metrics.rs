@@ -1,0 +1,278 @@
+//! The always-on metrics count exactly on deterministic scenarios: overflows of a
+//! full deque, steals from a worker held inside a step, remote schedules, the
+//! depth of a deque, and what waits in a mailbox.
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use support::Scripted;
+use wsched::{Payload, Pid, ProcessState, Scheduler, Status};
+
+fn scheduler(workers: usize) -> Scheduler {
+    Scheduler::builder()
+        .workers(workers)
+        .build()
+        .expect("scheduler starts")
+}
+
+/// A process that ends in its first step.
+fn quick() -> Scripted {
+    Scripted::new(|_, _, out| {
+        out.set_status(Status::Done(Payload::unit()));
+        Ok(())
+    })
+}
+
+/// A process that ends in its first step, counting down `left` as it does and
+/// telling `done` when it is the last.
+fn counted(left: Arc<AtomicUsize>, done: mpsc::Sender<()>) -> Scripted {
+    Scripted::new(move |_, _, out| {
+        if left.fetch_sub(1, Ordering::SeqCst) == 1 {
+            done.send(()).unwrap();
+        }
+        out.set_status(Status::Done(Payload::unit()));
+        Ok(())
+    })
+}
+
+/// Waits until `condition` holds of the scheduler's metrics, or fails after 10 s.
+fn wait_until(s: &Scheduler, what: &str, condition: impl Fn(&wsched::Metrics) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !condition(&s.metrics()) {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn a_full_deque_overflows_half_into_the_global_queue_once_and_it_is_counted() {
+    // One worker: the spawner's 300 children go to its LIFO slot one after the
+    // other, each pushing the previous one to the deque (299 pushes). The 257th push
+    // finds the 256 slots full and moves the older half plus the pushed process
+    // (129) to the global queue; the remaining 42 pushes fit.
+    let s = scheduler(1);
+    let spawner = s
+        .spawn(
+            Scripted::new(|ctx, _, out| {
+                for _ in 0..300 {
+                    ctx.spawn_detached(quick(), "run", ()).unwrap();
+                }
+                out.set_status(Status::Done(Payload::unit()));
+                Ok(())
+            }),
+            "run",
+            (),
+        )
+        .unwrap();
+    s.wait(spawner).unwrap();
+    wait_until(&s, "every child ended", |m| m.finished == 301);
+    let m = s.metrics();
+    let worker = m.workers[0];
+    assert_eq!(
+        (worker.overflows, worker.overflowed),
+        (1, 129),
+        "{worker:?}"
+    );
+    assert_eq!(m.remote_schedules, 1, "only the spawner came from outside");
+    assert_eq!(worker.local_queue, 0);
+    assert_eq!(m.total().overflows, 1);
+}
+
+#[test]
+fn processes_spawned_or_woken_from_outside_are_remote_schedules() {
+    let s = scheduler(2);
+    let pids: Vec<Pid> = (0..5)
+        .map(|_| s.spawn(quick(), "run", ()).unwrap())
+        .collect();
+    for pid in pids {
+        s.wait(pid).unwrap();
+    }
+    assert_eq!(s.metrics().remote_schedules, 5);
+}
+
+#[test]
+fn a_worker_held_in_a_step_is_robbed_by_halves_and_then_of_its_lifo_slot() {
+    let s = scheduler(2);
+    // Holds one worker inside a step until released, so that the children below
+    // are spawned while nobody can steal them.
+    let (blocker_started, started) = mpsc::channel();
+    let (release_blocker, released) = mpsc::channel::<()>();
+    let blocker = s
+        .spawn(
+            Scripted::new(move |_, _, out| {
+                blocker_started.send(()).unwrap();
+                released.recv().unwrap();
+                out.set_status(Status::Done(Payload::unit()));
+                Ok(())
+            }),
+            "run",
+            (),
+        )
+        .unwrap();
+    started.recv().unwrap();
+
+    // On the other worker: spawn 100 children (99 in the deque, the last in the LIFO
+    // slot), let the blocker go, and stay inside the step until the children are all
+    // done, which only the other worker can run.
+    let left = Arc::new(AtomicUsize::new(100));
+    let (all_done, children_done) = mpsc::channel();
+    let (spawned_tx, spawned) = mpsc::channel();
+    let holder = s
+        .spawn(
+            Scripted::new(move |ctx, _, out| {
+                for _ in 0..100 {
+                    ctx.spawn_detached(counted(left.clone(), all_done.clone()), "run", ())
+                        .unwrap();
+                }
+                spawned_tx.send(()).unwrap();
+                children_done.recv().unwrap();
+                out.set_status(Status::Done(Payload::unit()));
+                Ok(())
+            }),
+            "run",
+            (),
+        )
+        .unwrap();
+    spawned.recv().unwrap();
+    let queued: Vec<usize> = s.metrics().workers.iter().map(|w| w.local_queue).collect();
+    assert!(
+        queued == [99, 0] || queued == [0, 99],
+        "the holder's deque has 99 children: {queued:?}"
+    );
+    release_blocker.send(()).unwrap();
+    s.wait(blocker).unwrap();
+    s.wait(holder).unwrap();
+
+    // Each steal takes half (rounded up) of what is left: 50, 25, 12, 6, 3, 2, 1;
+    // then the child in the LIFO slot of the worker stuck in its step.
+    let total = s.metrics().total();
+    assert_eq!(
+        (total.steals, total.stolen, total.lifo_steals),
+        (8, 100, 1),
+        "{total:?}"
+    );
+}
+
+#[test]
+fn messages_queued_for_a_process_inside_a_long_step_are_listed_by_type() {
+    let s = scheduler(1);
+    let (started_tx, started) = mpsc::channel();
+    let (release, released) = mpsc::channel::<()>();
+    let pid = s
+        .spawn(
+            Scripted::new(move |_, _, out| {
+                started_tx.send(()).unwrap();
+                released.recv().unwrap();
+                out.set_status(Status::Done(Payload::unit()));
+                Ok(())
+            }),
+            "run",
+            (),
+        )
+        .unwrap();
+    started.recv().unwrap();
+    for i in 0..3_u32 {
+        s.send(pid, i).unwrap();
+    }
+    s.send(pid, "a".to_string()).unwrap();
+    s.send(pid, 4_u32).unwrap();
+    let info = s
+        .processes()
+        .into_iter()
+        .find(|p| p.pid == pid)
+        .expect("listed");
+    assert_eq!(info.state, ProcessState::Running);
+    assert_eq!(info.mailbox, 5);
+    let summary: Vec<(&str, usize)> = info
+        .waiting_messages
+        .iter()
+        .map(|m| (m.type_name, m.count))
+        .collect();
+    assert_eq!(summary, [("u32", 4), ("alloc::string::String", 1)]);
+    assert_eq!(info.outstanding_yields(), 0);
+    release.send(()).unwrap();
+    s.wait(pid).unwrap();
+}
+
+#[test]
+fn time_in_state_covers_the_wait_and_busy_time_stays_within_wall_time() {
+    let built = Instant::now();
+    let s = scheduler(2);
+    let pid = s
+        .spawn(
+            Scripted::new(|_, events, out| {
+                if events.is_empty() {
+                    out.set_status(Status::WaitingForMessage);
+                } else {
+                    out.set_status(Status::Done(Payload::unit()));
+                }
+                Ok(())
+            }),
+            "run",
+            (),
+        )
+        .unwrap();
+    wait_until(&s, "the process has stepped once", |m| m.total().steps >= 1);
+    let waited_from = Instant::now();
+    std::thread::sleep(Duration::from_millis(30));
+    let info = s
+        .processes()
+        .into_iter()
+        .find(|p| p.pid == pid)
+        .expect("listed");
+    assert_eq!(info.state, ProcessState::WaitingForMessage);
+    // Bounds that hold whatever the machine's speed: it has waited at least since
+    // `waited_from` (less one millisecond of rounding), at most since the build.
+    assert!(
+        info.time_in_state + Duration::from_millis(1) >= waited_from.elapsed(),
+        "{:?} < {:?}",
+        info.time_in_state,
+        waited_from.elapsed()
+    );
+    assert!(info.time_in_state <= built.elapsed() + Duration::from_millis(1));
+    s.send(pid, ()).unwrap();
+    s.wait(pid).unwrap();
+    let m = s.metrics();
+    let wall = built.elapsed();
+    for worker in &m.workers {
+        assert!(worker.busy <= wall, "{:?} > {wall:?}", worker.busy);
+    }
+    assert!(m.total().busy > Duration::ZERO);
+}
+
+#[test]
+fn messages_queued_in_a_bounded_mailbox_are_listed_too() {
+    let s = scheduler(1);
+    let (started_tx, started) = mpsc::channel();
+    let (release, released) = mpsc::channel::<()>();
+    let pid = s
+        .spawn_with(
+            Scripted::new(move |_, _, out| {
+                started_tx.send(()).unwrap();
+                released.recv().unwrap();
+                out.set_status(Status::Done(Payload::unit()));
+                Ok(())
+            }),
+            "run",
+            (),
+            wsched::SpawnOptions::new().bounded_mailbox(4, wsched::Overflow::Reject),
+        )
+        .unwrap();
+    started.recv().unwrap();
+    s.send(pid, 1_u8).unwrap();
+    s.send(pid, 2_u8).unwrap();
+    let info = s
+        .processes()
+        .into_iter()
+        .find(|p| p.pid == pid)
+        .expect("listed");
+    assert_eq!(info.mailbox, 2);
+    assert_eq!(info.waiting_messages[0].type_name, "u8");
+    assert_eq!(info.bounded_mailbox.expect("bounded").queued, 2);
+    assert!(info.to_string().contains("2 messages waiting"), "{info}");
+    release.send(()).unwrap();
+    s.wait(pid).unwrap();
+}
