@@ -34,6 +34,7 @@ mod payload;
 mod pid;
 mod process;
 mod runtime;
+pub mod supervisor;
 // The switch exports the whole toolbox; each build uses part of it.
 #[allow(unused_imports, dead_code)]
 mod sync;

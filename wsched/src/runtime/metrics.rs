@@ -282,7 +282,8 @@ pub struct Metrics {
     pub finished: u64,
     /// Processes that ended with an error (failure or panic), not counting stops.
     pub failed: u64,
-    /// Processes stopped by shutdown.
+    /// Processes stopped without finishing: by shutdown's timeout, or killed
+    /// ([`Handle::kill`](crate::Handle::kill)).
     pub stopped: u64,
     /// Processes not yet ended.
     pub live: usize,

@@ -97,6 +97,9 @@ struct Flags {
     stopping: AtomicBool,
     /// True when workers must exit.
     terminated: AtomicBool,
+    /// True once a process was killed ([`Shared::kill`]): a queued process may then
+    /// be claimed by someone other than its worker outside shutdown (a debug check).
+    killed_any: AtomicBool,
 }
 
 pub(crate) struct SharedParts {
@@ -151,6 +154,7 @@ impl Shared {
                 accepting: AtomicBool::new(true),
                 stopping: AtomicBool::new(false),
                 terminated: AtomicBool::new(false),
+                killed_any: AtomicBool::new(false),
             }),
             stopped: Mutex::new(Vec::new()),
             clock: CoarseClock::new(),
@@ -399,6 +403,30 @@ impl Shared {
         }
     }
 
+    /// Stops `pid` without another step, as shutdown stops the processes left at
+    /// its timeout: at once if it is waiting or queued, when its current step returns
+    /// if it is running. It ends with [`ProcessError::Stopped`] (reason
+    /// [`ExitReason::Killed`]); its `close` runs and its watchers and links are told.
+    pub(crate) fn kill(&self, pid: Pid) -> Result<(), CancelError> {
+        let cell = self
+            .live_cell(pid)
+            .map_err(|kind| CancelError::new(pid, kind))?;
+        if !self.flags.killed_any.load(Ordering::Relaxed) {
+            self.flags.killed_any.store(true, Ordering::Relaxed);
+        }
+        if let Some(owned) = cell.request_stop() {
+            self.finish(owned, Err(ProcessError::Stopped));
+        }
+        // Otherwise it is running (flagged: its worker ends it when the step
+        // returns), or it ended meanwhile: either way it is not live for long.
+        Ok(())
+    }
+
+    /// Whether a process was ever killed (see the worker's debug check).
+    pub(crate) fn killed_any(&self) -> bool {
+        self.flags.killed_any.load(Ordering::Relaxed)
+    }
+
     // ---- results --------------------------------------------------------------
 
     /// Claims `pid`'s result for `waiter` (called exactly once, see
@@ -510,7 +538,10 @@ impl Shared {
         let event = match &result {
             Ok(_) => ProcessEvent::Finished,
             Err(ProcessError::Stopped) => {
-                self.stopped.lock().push(owned.cell().pid());
+                // Shutdown's report lists its own stops, not earlier kills.
+                if self.is_stopping() {
+                    self.stopped.lock().push(owned.cell().pid());
+                }
                 ProcessEvent::Stopped
             }
             Err(error) => {
@@ -854,6 +885,10 @@ impl Backend for Header {
 
     fn cancel(&self, _from: Option<Pid>, pid: Pid) -> Result<(), CancelError> {
         self.handle().shared().cancel(pid)
+    }
+
+    fn kill(&self, _from: Option<Pid>, pid: Pid) -> Result<(), CancelError> {
+        self.handle().shared().kill(pid)
     }
 
     fn register(&self, name: &str, pid: Pid) -> Result<(), RegisterError> {

@@ -599,12 +599,12 @@ fn run_task(
     let shared = handle.shared();
     let task = slot.as_ref().expect("the worker passes a task");
     let Some(mut owned) = task.start_running() else {
-        // Shutdown, or a link's failure, stopped it while it sat in a queue (see
+        // Shutdown, a link's failure or a kill stopped it while it sat in a queue (see
         // `State::request_stop`): it is DONE, or RUNNING while whoever claimed it
         // finishes it.
         debug_assert!(
-            task.is_done() || shared.is_stopping() || shared.monitors.used(),
-            "a queued process was not READY, and neither shutdown nor a link stops processes"
+            task.is_done() || shared.is_stopping() || shared.monitors.used() || shared.killed_any(),
+            "a queued process was not READY, and neither shutdown, a link nor a kill stops processes"
         );
         return;
     };
