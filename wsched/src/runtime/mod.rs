@@ -23,6 +23,7 @@
 //! | `worker.rs` | the worker loop: find work, step, dispatch |
 //! | `metrics.rs` | always-on counters and the process listing |
 //! | `timing.rs` | opt-in step timing: step and wake-latency histograms, busy time, the long-step detector |
+//! | `top.rs` | ranking processes by steps, busy time or mailbox, now or over a window |
 
 pub(crate) mod queue;
 #[cfg(test)]
@@ -46,6 +47,7 @@ pub(crate) mod shared;
 mod spawn_options;
 mod state;
 mod timing;
+pub(crate) mod top;
 mod unobserved;
 mod worker;
 
