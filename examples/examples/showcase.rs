@@ -76,6 +76,7 @@ impl Collector {
     }
 }
 
+// ANCHOR: supervisor
 /// Spawns one crawler per site, joins them all, and sums their byte counts.
 struct Supervisor;
 
@@ -98,6 +99,7 @@ impl Supervisor {
         Ok(total)
     }
 }
+// ANCHOR_END: supervisor
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let scheduler = Scheduler::builder()

@@ -56,6 +56,7 @@ fn show(title: &str, view: &SupervisorHandle) {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let scheduler = Scheduler::builder().workers(2).build()?;
+    // ANCHOR: tree
     let (tx, rx) = std::sync::mpsc::channel();
     let app = Supervisor::new(Strategy::OneForOne)
         .intensity(3, Duration::from_secs(5))
@@ -70,6 +71,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }));
     let view = app.handle();
     let app_pid = scheduler.spawn(app, Supervisor::ENTRY, ())?;
+    // ANCHOR_END: tree
     let web = rx.recv_timeout(WAIT)?;
     let running = |view: &SupervisorHandle| {
         view.wait_for(WAIT, |children| {

@@ -110,6 +110,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let picky = scheduler.spawn_detached(Picky, "run", ())?;
     scheduler.spawn_detached(Pest, "run", (picky,))?;
 
+    // ANCHOR: window
     let mut metrics = scheduler.metrics();
     let mut listing = scheduler.processes();
     let mut at = Instant::now();
@@ -121,6 +122,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         print_table(second, now - at, &metrics, &metrics_now, by, &top);
         (metrics, listing, at) = (metrics_now, listing_now, now);
     }
+    // ANCHOR_END: window
     scheduler.shutdown(Duration::from_secs(5));
     Ok(())
 }

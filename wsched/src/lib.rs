@@ -19,6 +19,20 @@
 //! [`Builder::on_unobserved_failure`], and messages nobody read — left at the end,
 //! or dropped by a full mailbox — to [`Builder::on_dead_letter`], all counted in
 //! [`Metrics`].
+//!
+//! # The book
+//!
+//! The repository's `book/` directory holds a guide to wsched (build it with
+//! `mdbook serve book`; its chapters are Markdown files under `book/src/`). In order:
+//! why processes; getting started; your first process; commands and handlers;
+//! messages and PIDs; many commands at once; errors, panics and cancellation; testing
+//! a process step by step (see [`testing`]); when processes fail (monitors, links,
+//! supervisors, calls, names, bounded mailboxes, dead letters); observability;
+//! writing a [`Process`] by hand; how the scheduler works inside (work stealing, the
+//! local deque and LIFO slot, the global queue, spinning and parking, the process
+//! states); performance; and a reference of the [`process`] macro's syntax and of
+//! every compile error it gives, with the fix. Every Rust listing in it is a doc test
+//! of this crate.
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -86,3 +100,39 @@ pub use runtime::{
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
+
+/// The book's chapters (`book/src/`) are doc tests: every Rust listing in them is
+/// compiled, and run unless marked `no_run`, by `cargo test --workspace`.
+#[cfg(doctest)]
+mod book {
+    #[doc = include_str!("../../book/src/introduction.md")]
+    struct Introduction;
+    #[doc = include_str!("../../book/src/why-processes.md")]
+    struct WhyProcesses;
+    #[doc = include_str!("../../book/src/getting-started.md")]
+    struct GettingStarted;
+    #[doc = include_str!("../../book/src/first-process.md")]
+    struct FirstProcess;
+    #[doc = include_str!("../../book/src/commands.md")]
+    struct Commands;
+    #[doc = include_str!("../../book/src/messages.md")]
+    struct Messages;
+    #[doc = include_str!("../../book/src/yield-all.md")]
+    struct YieldAll;
+    #[doc = include_str!("../../book/src/errors.md")]
+    struct Errors;
+    #[doc = include_str!("../../book/src/testing.md")]
+    struct Testing;
+    #[doc = include_str!("../../book/src/failure-handling.md")]
+    struct FailureHandling;
+    #[doc = include_str!("../../book/src/observability.md")]
+    struct Observability;
+    #[doc = include_str!("../../book/src/hand-written.md")]
+    struct HandWritten;
+    #[doc = include_str!("../../book/src/inside.md")]
+    struct Inside;
+    #[doc = include_str!("../../book/src/performance.md")]
+    struct Performance;
+    #[doc = include_str!("../../book/src/reference.md")]
+    struct Reference;
+}
