@@ -30,7 +30,7 @@
 //! supervisors, calls, names, bounded mailboxes, dead letters); observability;
 //! writing a [`Process`] by hand; how the scheduler works inside (work stealing, the
 //! local deque and LIFO slot, the global queue, spinning and parking, the process
-//! states); performance; and a reference of the [`process`] macro's syntax and of
+//! states); performance; and a reference of the `#[process]` macro's syntax and of
 //! every compile error it gives, with the fix. Every Rust listing in it is a doc test
 //! of this crate.
 #![warn(missing_docs)]
