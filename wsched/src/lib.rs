@@ -72,6 +72,10 @@ pub use runtime::{
     MailboxInfo, MessageCount, Metrics, Monitor, MonitorRef, Overflow, ProcessInfo, ProcessState,
     Reply, Request, Scheduler, ShutdownReport, SpawnOptions, WorkerMetrics,
 };
+pub use runtime::{
+    Activity, EventKind, Lane, ProcessSlice, RecordOptions, RecordedEvent, Recording, Slice,
+    SliceKind, Steal, StepOutcome, SvgOptions,
+};
 
 /// The README's example compiles: it is run as a doc test.
 #[cfg(doctest)]
