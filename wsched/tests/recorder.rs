@@ -147,7 +147,7 @@ fn a_deterministic_run_records_exactly_its_steps() {
     let spawns = recording
         .events(Lane::Outside)
         .iter()
-        .filter(|e| matches!(e.kind, EventKind::Spawn { .. }))
+        .filter(|e| matches!(e.kind, EventKind::Spawned { .. }))
         .count();
     assert_eq!(
         spawns, 3,
@@ -533,13 +533,13 @@ fn fixed_recording() -> Recording {
     r.set_entry(p3, "child");
     let mut push = |lane, at, kind| r.push(lane, RecordedEvent::new(us(at), kind));
     let (w0, w1) = (Lane::Worker(0), Lane::Worker(1));
-    push(Lane::Outside, 0, EventKind::Spawn { pid: p1 });
+    push(Lane::Outside, 0, EventKind::Spawned { pid: p1 });
     push(Lane::Outside, 0, EventKind::Runnable { pid: p1 });
     push(w1, 0, EventKind::Park);
     push(w0, 5, EventKind::StepStart { pid: p1 });
-    push(w0, 20, EventKind::Spawn { pid: p2 });
+    push(w0, 20, EventKind::Spawned { pid: p2 });
     push(w0, 20, EventKind::Runnable { pid: p2 });
-    push(w0, 20, EventKind::Spawn { pid: p3 });
+    push(w0, 20, EventKind::Spawned { pid: p3 });
     push(w0, 20, EventKind::Runnable { pid: p3 });
     let waiting = StepOutcome::WaitingForMessage;
     push(

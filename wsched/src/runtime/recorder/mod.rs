@@ -570,7 +570,7 @@ fn decode(
             SPAWN => {
                 let entry = names.get(w0 as usize).map_or("?", |n| n);
                 recording.set_entry(pid(), entry);
-                Some(EventKind::Spawn { pid: pid() })
+                Some(EventKind::Spawned { pid: pid() })
             }
             COUNTERS => match raw.get(i + 1) {
                 Some([live, more]) if more & 0xFF == COUNTERS_MORE => {

@@ -105,7 +105,7 @@ pub enum EventKind {
         pid: Pid,
     },
     /// `pid` was spawned (its entry is in [`Recording::entry`]).
-    Spawn {
+    Spawned {
         /// The new process.
         pid: Pid,
     },
@@ -146,7 +146,7 @@ impl EventKind {
             EventKind::StepStart { pid }
             | EventKind::StepEnd { pid, .. }
             | EventKind::Runnable { pid }
-            | EventKind::Spawn { pid } => Some(pid),
+            | EventKind::Spawned { pid } => Some(pid),
             _ => None,
         }
     }
@@ -562,6 +562,9 @@ impl Recording {
         let mut slices = Vec::new();
         let mut open: Option<(Duration, Activity)> = None;
         let mut ended = false;
+        // Woken while running (a wake whose time falls inside the step, e.g. from
+        // another thread): runnable, not waiting, when the step ends.
+        let mut woken = false;
         let mut set =
             |open: &mut Option<(Duration, Activity)>, at: Duration, next: Option<Activity>| {
                 if let Some((start, state)) = open.take() {
@@ -574,25 +577,25 @@ impl Recording {
                 *open = next.map(|state| (at, state));
             };
         for (at, lane, kind) in events {
-            match kind {
-                EventKind::Runnable { .. } => {
-                    // A wake while it runs (or while already queued) changes nothing
-                    // until its step ends.
-                    if matches!(open, None | Some((_, Activity::Waiting))) && !ended {
-                        set(&mut open, at, Some(Activity::Runnable));
-                    }
-                }
-                EventKind::StepStart { .. } => {
+            match (kind, open) {
+                (EventKind::Runnable { .. }, Some((_, Activity::Running { .. }))) => woken = true,
+                // Already queued: nothing changes. After its end: a late, refused wake.
+                (EventKind::Runnable { .. }, Some((_, Activity::Runnable))) => {}
+                (EventKind::Runnable { .. }, _) if ended => {}
+                (EventKind::Runnable { .. }, _) => set(&mut open, at, Some(Activity::Runnable)),
+                (EventKind::StepStart { .. }, _) => {
                     ended = false;
+                    woken = false;
                     set(&mut open, at, Some(Activity::Running { worker: lane }));
                 }
-                EventKind::StepEnd { outcome, .. } => {
+                (EventKind::StepEnd { outcome, .. }, _) => {
                     let next = match outcome {
-                        StepOutcome::Continue => Some(Activity::Runnable),
                         o if o.ends() => {
                             ended = true;
                             None
                         }
+                        StepOutcome::Continue => Some(Activity::Runnable),
+                        _ if woken => Some(Activity::Runnable),
                         _ => Some(Activity::Waiting),
                     };
                     set(&mut open, at, next);

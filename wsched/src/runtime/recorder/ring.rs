@@ -62,7 +62,7 @@ impl Ring {
         }
     }
 
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg_attr(any(not(test), loom), allow(dead_code))]
     pub(crate) fn capacity(&self) -> usize {
         self.slots.len()
     }
