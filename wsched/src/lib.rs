@@ -68,13 +68,13 @@ pub use process::{
     Tag, Yield,
 };
 pub use runtime::{
+    Activity, EventKind, Lane, ProcessSlice, RecordOptions, RecordedEvent, Recording, Slice,
+    SliceKind, Steal, StepOutcome, SvgOptions,
+};
+pub use runtime::{
     Builder, CallError, DeadLetter, DeadLetterReason, Down, Exit, FailureReport, Handle,
     MailboxInfo, MessageCount, Metrics, Monitor, MonitorRef, Overflow, ProcessInfo, ProcessState,
     Reply, Request, Scheduler, ShutdownReport, SpawnOptions, WorkerMetrics,
-};
-pub use runtime::{
-    Activity, EventKind, Lane, ProcessSlice, RecordOptions, RecordedEvent, Recording, Slice,
-    SliceKind, Steal, StepOutcome, SvgOptions,
 };
 
 /// The README's example compiles: it is run as a doc test.
