@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::recording::{short_duration, Recording, SliceKind};
 use crate::pid::Pid;
 
-/// Letters for processes, in PID order; further processes show as `#`.
+/// Letters for processes, the longest-running first; further processes show as `#`.
 const LETTERS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
 impl Recording {
@@ -61,16 +61,23 @@ impl Recording {
         let column_start =
             |c: usize| t0 + Duration::from_nanos((span * c as f64 / columns as f64) as u64);
 
-        let pids = self.pids();
-        let letter = |pid: Pid| -> char {
-            match pids.binary_search(&pid) {
-                Ok(i) if i < LETTERS.len() => char::from(LETTERS[i]),
-                _ => '#',
+        // Letters go to the processes that ran longest (ties by PID).
+        let mut ran: BTreeMap<Pid, Duration> = BTreeMap::new();
+        for s in slices.iter().flatten() {
+            if let SliceKind::Step { pid, .. } = s.kind {
+                *ran.entry(pid).or_default() += s.end - s.start;
             }
-        };
+        }
+        let mut by_time: Vec<(Pid, Duration)> = ran.into_iter().collect();
+        by_time.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let letters: BTreeMap<Pid, char> = by_time
+            .iter()
+            .zip(LETTERS)
+            .map(|(&(pid, _), &l)| (pid, char::from(l)))
+            .collect();
+        let letter = |pid: Pid| -> char { letters.get(&pid).copied().unwrap_or('#') };
         let label_width = format!("w{}", self.workers().saturating_sub(1)).len();
         let mut text = String::new();
-        let mut used: BTreeMap<Pid, ()> = BTreeMap::new();
         for (worker, lane) in slices.iter().enumerate() {
             // Per column: the longest occupant (process or park) and its time.
             let mut best: Vec<Option<(Duration, char)>> = vec![None; columns];
@@ -88,9 +95,6 @@ impl Recording {
                     if cell.is_none_or(|(t, _)| time > t) {
                         *cell = Some((time, mark));
                     }
-                }
-                if let SliceKind::Step { pid, .. } = s.kind {
-                    used.insert(pid, ());
                 }
             }
             let row: String = best.iter().map(|c| c.map_or(' ', |(_, m)| m)).collect();
@@ -112,20 +116,17 @@ impl Recording {
             short_duration(t1),
             short_duration(Duration::from_nanos((span / columns as f64) as u64))
         );
-        let mut others = 0;
-        for pid in used.keys() {
-            if letter(*pid) == '#' {
-                others += 1;
-                continue;
-            }
+        for (pid, l) in by_time.iter().zip(LETTERS) {
             let _ = writeln!(
                 text,
-                "{:<label_width$}  {} = {pid} {}",
+                "{:<label_width$}  {} = {} {}",
                 "",
-                letter(*pid),
-                self.entry(*pid).unwrap_or("?")
+                char::from(*l),
+                pid.0,
+                self.entry(pid.0).unwrap_or("?")
             );
         }
+        let others = by_time.len().saturating_sub(LETTERS.len());
         if others > 0 {
             let _ = writeln!(text, "{:<label_width$}  # = {others} other processes", "");
         }
