@@ -204,6 +204,39 @@ fn ring_mode_keeps_the_last_events() {
         .all(|s| *s == (pid, Some(StepOutcome::Continue)) || *s == (pid, None)));
 }
 
+/// A live process whose spawn was overwritten is still named, from the PID table.
+#[test]
+fn a_live_process_keeps_its_entry_after_its_spawn_is_overwritten() {
+    let scheduler = recorded(1, RecordOptions::new().capacity_per_worker(16));
+    let (stepped, steps) = mpsc::channel();
+    // Waits for ever: each message wakes it for one more step.
+    let sleeper = scheduler
+        .spawn(
+            script(move |_, _, out| {
+                let _ = stepped.send(());
+                out.set_status(Status::WaitingForMessage);
+            }),
+            "sleeper",
+            (),
+        )
+        .unwrap();
+    steps.recv().unwrap();
+    // Spawns from outside overwrite the outside lane, the sleeper's spawn with it.
+    for _ in 0..40 {
+        let pid = scheduler.spawn(counting(0), "quick", ()).unwrap();
+        scheduler.wait(pid).unwrap();
+    }
+    scheduler.send(sleeper, ()).unwrap();
+    steps.recv().unwrap();
+    let recording = scheduler.recording().expect("on");
+    assert!(recording.pids().contains(&sleeper), "its last step is kept");
+    assert!(!recording
+        .events(Lane::Outside)
+        .iter()
+        .any(|e| e.kind == EventKind::Spawned { pid: sleeper }));
+    assert_eq!(recording.entry(sleeper), Some("sleeper"));
+}
+
 #[test]
 fn bounded_mode_keeps_the_first_events() {
     const CAPACITY: usize = 32;

@@ -213,8 +213,6 @@ pub struct Recording {
     lanes: Vec<Vec<RecordedEvent>>,
     lost: Vec<u64>,
     entries: BTreeMap<Pid, String>,
-    /// PIDs seen in events without an entry (their spawn was not kept).
-    unnamed: bool,
 }
 
 /// A span of time on a worker's lane.
@@ -345,7 +343,6 @@ impl Recording {
             lanes: vec![Vec::new(); workers + 1],
             lost: vec![0; workers + 1],
             entries: BTreeMap::new(),
-            unnamed: false,
         }
     }
 
@@ -363,11 +360,6 @@ impl Recording {
     /// assert_eq!(r.events(Lane::Worker(0)).len(), 1);
     /// ```
     pub fn push(&mut self, lane: Lane, event: RecordedEvent) {
-        if let Some(pid) = event.kind.pid() {
-            if !self.entries.contains_key(&pid) {
-                self.unnamed = true;
-            }
-        }
         let index = self.lane_index(lane);
         self.lanes[index].push(event);
     }
@@ -393,8 +385,13 @@ impl Recording {
         self.lost[index] = lost;
     }
 
+    /// Whether some process the events name has no entry (its spawn was not kept).
     pub(crate) fn has_unnamed(&self) -> bool {
-        self.unnamed
+        self.lanes
+            .iter()
+            .flatten()
+            .filter_map(|e| e.kind.pid())
+            .any(|pid| !self.entries.contains_key(&pid))
     }
 
     pub(crate) fn name_if_unnamed(&mut self, pid: Pid, entry: &str) {
