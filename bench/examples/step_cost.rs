@@ -11,7 +11,8 @@
 //!
 //! A profiling aid for the hot paths, not a comparison (the suite is that): one
 //! worker, so no stealing or waking is involved (`STEP_COST_WORKERS=2` in the
-//! environment runs them on two), and the minimum of 9 runs, which is steady on a
+//! environment runs them on two; `STEP_COST_TIMING=1` turns step timing on, to see
+//! what it costs), and the minimum of 9 runs, which is steady on a
 //! noisy machine where medians are not. Run it under
 //! `perf record` to see where a step's time goes; name cases (`yield`,
 //! `macro_yield`, `continue`, `ping`, `macro_ping`, `chain`, `skynet`) to run only
@@ -303,6 +304,7 @@ fn main() {
     });
     let s = Scheduler::builder()
         .workers(workers)
+        .step_timing(std::env::var_os("STEP_COST_TIMING").is_some())
         .handler(|_: Nop, done: Completer<Nop>| done.complete(()))
         .build()
         .expect("the scheduler starts");

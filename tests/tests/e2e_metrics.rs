@@ -99,3 +99,58 @@ fn a_yield_all_counts_its_outstanding_commands_down_in_order() {
     t.complete(Tag(2), 2_u32);
     assert_eq!(t.result::<u32>(), 6);
 }
+
+/// Receives a `u32`, then spends its next step waiting on `release` (a stand-in for
+/// a blocking call a process should not make).
+struct Stuck {
+    release: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+#[process]
+impl Stuck {
+    #[entry]
+    fn run(&mut self) -> Result<(), BoxError> {
+        recv!(u32)?;
+        self.release.lock().unwrap().recv()?;
+        Ok(())
+    }
+}
+
+#[test]
+fn a_long_step_names_the_receive_it_resumed_from() {
+    let (found_tx, found) = std::sync::mpsc::channel::<wsched::LongStep>();
+    let found_tx = std::sync::Mutex::new(found_tx);
+    let s = Scheduler::builder()
+        .workers(2)
+        .long_step_threshold(Duration::from_millis(20))
+        .on_long_step(move |step| found_tx.lock().unwrap().send(step.clone()).unwrap())
+        .build()
+        .unwrap();
+    let (release, released) = std::sync::mpsc::channel();
+    let pid = s
+        .spawn(
+            Stuck {
+                release: std::sync::Mutex::new(released),
+            },
+            "run",
+            (),
+        )
+        .unwrap();
+    // Its first step ends in the receive; the next one resumes from there.
+    listed_until(&s, pid, |i| i.state == ProcessState::WaitingForMessage);
+    s.send(pid, 7_u32).unwrap();
+    let step = found
+        .recv_timeout(Duration::from_secs(20))
+        .expect("reported");
+    assert_eq!((step.pid, step.entry.as_str()), (pid, "run"));
+    let point = step.resumed_from.expect("it had waited in recv!");
+    assert_eq!(
+        point.kind,
+        SuspendKind::Receive {
+            message_type: Some("u32")
+        }
+    );
+    assert!(point.location.file().ends_with("e2e_metrics.rs"), "{point}");
+    release.send(()).unwrap();
+    s.wait(pid).unwrap();
+}

@@ -122,6 +122,17 @@ impl Context {
         self.backend().cancel(Some(self.pid()), pid)
     }
 
+    /// Stops `pid` without another step: the strong form of [`cancel`](Self::cancel),
+    /// for a process that did not finish when asked (a supervisor's shutdown timeout
+    /// uses it). See [`Handle::kill`](crate::Handle::kill). Killing this process
+    /// itself ends it when the current step returns.
+    ///
+    /// # Errors
+    /// [`CancelError`] when `pid` does not exist or has finished.
+    pub fn kill(&self, pid: Pid) -> Result<(), CancelError> {
+        self.backend().kill(Some(self.pid()), pid)
+    }
+
     /// Spawns `process` running entry `method` with `input`. Its result is kept until
     /// someone claims it with a join or a wait.
     ///
@@ -309,6 +320,27 @@ impl Context {
             .link_to_parent();
         self.backend().spawn(Some(self.pid()), process)
     }
+
+    /// Like [`spawn_linked`](Self::spawn_linked), with `options` as
+    /// [`spawn_with`](Self::spawn_with) takes them: e.g. a detached child
+    /// ([`SpawnOptions::detached`]) watched through its link alone, as a
+    /// [`Supervisor`](crate::supervisor::Supervisor)'s children are, which must not
+    /// leave a result behind each time one ends.
+    ///
+    /// # Errors
+    /// As [`spawn_with`](Self::spawn_with); no link is made then.
+    pub fn spawn_linked_with<P: IntoProcess>(
+        &self,
+        process: P,
+        method: &str,
+        input: impl IntoPayloads,
+        options: SpawnOptions,
+    ) -> Result<Pid, SpawnError> {
+        let process = NewProcess::new(process.into_process(), method, input.into_payloads(), false)
+            .link_to_parent();
+        self.backend()
+            .spawn(Some(self.pid()), options.apply(process))
+    }
 }
 
 impl Context {
@@ -343,6 +375,9 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn send(&self, from: Option<Pid>, to: Pid, payload: Payload) -> Result<(), SendError>;
 
     fn cancel(&self, from: Option<Pid>, pid: Pid) -> Result<(), CancelError>;
+
+    /// Stops `pid` without another step (see `Shared::kill`).
+    fn kill(&self, from: Option<Pid>, pid: Pid) -> Result<(), CancelError>;
 
     fn register(&self, name: &str, pid: Pid) -> Result<(), RegisterError>;
 

@@ -186,7 +186,8 @@ pub enum ProcessError {
         /// The panic message (`<non-string panic payload>` if it was not a string).
         message: String,
     },
-    /// Shutdown's timeout ran out before the process finished, so it was stopped.
+    /// The process was stopped before it finished: shutdown's timeout ran out, or it
+    /// was killed ([`Handle::kill`](crate::Handle::kill)).
     Stopped,
     /// A process it was linked to ended with a failure, and this one did not trap
     /// exits, so it was stopped too (see [`Context::link`](crate::Context::link)).
@@ -216,7 +217,9 @@ impl fmt::Display for ProcessError {
             Self::Panicked { phase, message } => {
                 write!(f, "process panicked in {phase}: {message}")
             }
-            Self::Stopped => f.write_str("process was stopped by shutdown before it finished"),
+            Self::Stopped => {
+                f.write_str("process was stopped before it finished (killed, or by shutdown)")
+            }
             Self::Linked { pid, reason } => write!(
                 f,
                 "process was stopped because linked process {pid} ended ({reason}); \

@@ -53,8 +53,10 @@ pub enum ExitReason {
     /// shutdown) and ended by passing the cancellation on: its entry returned the
     /// `YieldError::Cancelled` or `RecvError::Cancelled` its suspension point gave it.
     Cancelled,
-    /// Shutdown's timeout ran out and the process was stopped without finishing
-    /// ([`ProcessError::Stopped`]).
+    /// The process was stopped without finishing ([`ProcessError::Stopped`]):
+    /// shutdown's timeout ran out, or somebody killed it
+    /// ([`Handle::kill`](crate::Handle::kill), e.g. a supervisor whose shutdown
+    /// timeout for it ran out).
     Killed,
     /// A process it was linked to ended with a failure, and it did not trap exits
     /// ([`ProcessError::Linked`]).
@@ -137,7 +139,7 @@ impl fmt::Display for ExitReason {
             Self::Error { message } => write!(f, "failed: {message}"),
             Self::Panicked { phase, message } => write!(f, "panicked in {phase}: {message}"),
             Self::Cancelled => f.write_str("cancelled: it was asked to stop and did"),
-            Self::Killed => f.write_str("killed: shutdown's timeout ran out before it finished"),
+            Self::Killed => f.write_str("killed: stopped before it finished"),
             Self::Linked { pid, reason } => {
                 write!(f, "stopped because linked process {pid} ended ({reason})")
             }

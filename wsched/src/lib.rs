@@ -34,6 +34,7 @@ mod payload;
 mod pid;
 mod process;
 mod runtime;
+pub mod supervisor;
 // The switch exports the whole toolbox; each build uses part of it.
 #[allow(unused_imports, dead_code)]
 mod sync;
@@ -72,9 +73,10 @@ pub use runtime::{
     SliceKind, Steal, StepOutcome, SvgOptions,
 };
 pub use runtime::{
-    Builder, CallError, DeadLetter, DeadLetterReason, Down, Exit, FailureReport, Handle,
-    MailboxInfo, MessageCount, Metrics, Monitor, MonitorRef, Overflow, ProcessInfo, ProcessState,
-    Reply, Request, Scheduler, ShutdownReport, SpawnOptions, WorkerMetrics,
+    Builder, CallError, DeadLetter, DeadLetterReason, Down, Exit, FailureReport, Handle, Histogram,
+    LongStep, MailboxInfo, MessageCount, Metrics, Monitor, MonitorRef, Overflow, ProcessInfo,
+    ProcessState, Reply, Request, Scheduler, ShutdownReport, SpawnOptions, StepTimingMetrics,
+    WorkerMetrics, WorkerStepTiming,
 };
 
 /// The README's example compiles: it is run as a doc test.

@@ -41,6 +41,12 @@
 //! timeout, an unknown callee — built by [`CallMade`]. A callee under test gets a
 //! [`Request`] made by [`request`], whose [`ReplyProbe`] tells what it replied.
 //!
+//! Kills are recorded ([`TestProcess::take_kills`]), and
+//! [`TestProcess::play_end`] plays the end of any process as the scheduler would
+//! signal it to the process under test — through its link and its monitors — which
+//! is what testing a [`Supervisor`](crate::supervisor::Supervisor) step by step
+//! needs (see there for an example).
+//!
 //! Panics inside the process are caught and reported as
 //! [`ProcessError::Panicked`]; a step that fails ends the process as on the scheduler,
 //! which also calls [`Process::close`] exactly once when the process ends.
@@ -112,6 +118,9 @@ use crate::runtime::{Down, Exit, MonitorRef};
 use crate::command::{Call, CallAnswer};
 use crate::runtime::calls::{self, Answer, CallSlot};
 use crate::runtime::Request;
+
+// Kills, and playing the ends of linked and monitored processes (supervision).
+mod ends;
 
 /// A completion event for `tag` carrying `output` (build events for
 /// [`TestProcess::step_with`]).
@@ -341,11 +350,13 @@ struct Recorder {
     spawned: Mutex<Vec<SpawnRecord>>,
     /// Cancel requests made through a context: (by, target).
     cancels: Mutex<Vec<(Pid, Pid)>>,
+    /// Kills made through a context: (by, target).
+    kills: Mutex<Vec<(Pid, Pid)>>,
     timed: Mutex<Vec<TimedSent>>,
     next_monitor: AtomicU64,
     monitors: Mutex<Vec<Monitored>>,
-    /// Monitors set and not demonitored.
-    active_monitors: Mutex<HashSet<MonitorRef>>,
+    /// Monitors set and not demonitored, with their watchers.
+    active_monitors: Mutex<HashMap<MonitorRef, Pid>>,
     /// Links, each as (smaller PID, larger PID).
     links: Mutex<HashSet<(Pid, Pid)>>,
     /// The processes that trap exits.
@@ -364,10 +375,11 @@ impl Recorder {
             sent: Mutex::new(Vec::new()),
             spawned: Mutex::new(Vec::new()),
             cancels: Mutex::new(Vec::new()),
+            kills: Mutex::new(Vec::new()),
             timed: Mutex::new(Vec::new()),
             next_monitor: AtomicU64::new(1),
             monitors: Mutex::new(Vec::new()),
-            active_monitors: Mutex::new(HashSet::new()),
+            active_monitors: Mutex::new(HashMap::new()),
             links: Mutex::new(HashSet::new()),
             trapping: Mutex::new(HashSet::new()),
             names: Mutex::new(HashMap::new()),
@@ -425,6 +437,12 @@ impl Backend for Recorder {
     fn cancel(&self, from: Option<Pid>, pid: Pid) -> Result<(), CancelError> {
         let by = from.expect("contexts always carry their process's PID");
         self.cancels.lock().push((by, pid));
+        Ok(())
+    }
+
+    fn kill(&self, from: Option<Pid>, pid: Pid) -> Result<(), CancelError> {
+        let by = from.expect("contexts always carry their process's PID");
+        self.kills.lock().push((by, pid));
         Ok(())
     }
 
@@ -508,12 +526,12 @@ impl Backend for Recorder {
             target,
             monitor,
         });
-        self.active_monitors.lock().insert(monitor);
+        self.active_monitors.lock().insert(monitor, watcher);
         monitor
     }
 
     fn demonitor(&self, monitor: MonitorRef) -> bool {
-        self.active_monitors.lock().remove(&monitor)
+        self.active_monitors.lock().remove(&monitor).is_some()
     }
 
     fn link(&self, me: Pid, other: Pid) {
@@ -1108,7 +1126,7 @@ impl TestProcess {
 
     /// Whether `monitor` is set and was not demonitored.
     pub fn is_monitoring(&self, monitor: MonitorRef) -> bool {
-        self.recorder.active_monitors.lock().contains(&monitor)
+        self.recorder.active_monitors.lock().contains_key(&monitor)
     }
 
     /// Registers `pid` under `name` in the names this process and its family see,

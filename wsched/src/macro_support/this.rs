@@ -167,6 +167,18 @@ pub fn cancel(pid: Pid) -> Result<(), CancelError> {
     io::with_context("wsched::this::context()", |ctx| ctx.cancel(pid))
 }
 
+/// Stops `pid` without another step. See [`Context::kill`].
+///
+/// # Errors
+/// [`CancelError`] when `pid` does not exist or has finished.
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn kill(pid: Pid) -> Result<(), CancelError> {
+    io::with_context("wsched::this::context()", |ctx| ctx.kill(pid))
+}
+
 /// Spawns a process whose result can be joined. See [`Context::spawn`]; to wait for
 /// its result from an entry, yield [`Join`](crate::command::Join).
 ///

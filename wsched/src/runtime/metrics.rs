@@ -2,6 +2,7 @@
 
 use super::bounded::MailboxInfo;
 use super::state::ProcessState;
+use super::timing::StepTimingMetrics;
 use crate::pid::Pid;
 use crate::process::{SuspendKind, SuspendPoint};
 // Plain std atomics even under loom: these are statistics, not synchronisation, and
@@ -281,7 +282,8 @@ pub struct Metrics {
     pub finished: u64,
     /// Processes that ended with an error (failure or panic), not counting stops.
     pub failed: u64,
-    /// Processes stopped by shutdown.
+    /// Processes stopped without finishing: by shutdown's timeout, or killed
+    /// ([`Handle::kill`](crate::Handle::kill)).
     pub stopped: u64,
     /// Processes not yet ended.
     pub live: usize,
@@ -290,6 +292,9 @@ pub struct Metrics {
     /// Processes queued from outside the workers (spawned or woken by another
     /// thread, a timer or the blocking pool): they go through the global queue.
     pub remote_schedules: u64,
+    /// Step durations and wake latencies per worker, and the long steps found, if
+    /// step timing is on ([`Builder::step_timing`](crate::Builder::step_timing)).
+    pub step_timing: Option<StepTimingMetrics>,
     /// Timers armed and not yet fired or cancelled, including those whose deadline
     /// never comes: [`Sleep`](crate::command::Sleep)s (cancelled when their process
     /// ends or withdraws the yield) and timed messages
@@ -382,6 +387,9 @@ pub struct ProcessInfo {
     /// wake and every 61 steps: so a process that just ended a long step counts
     /// that step too.
     pub time_in_state: Duration,
+    /// The time its steps took in all, if step timing is on
+    /// ([`Builder::step_timing`](crate::Builder::step_timing)).
+    pub busy: Option<Duration>,
     /// Its mailbox's capacity, fill and overflow counts, if it was spawned with a
     /// bounded one ([`SpawnOptions::bounded_mailbox`](crate::SpawnOptions::bounded_mailbox));
     /// `None`: unbounded.

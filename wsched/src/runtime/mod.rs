@@ -23,6 +23,7 @@
 //! | `worker.rs` | the worker loop: find work, step, dispatch |
 //! | `metrics.rs` | always-on counters and the process listing |
 //! | `recorder/` | the optional event recorder, its timeline JSON and its pictures |
+//! | `timing.rs` | opt-in step timing: step and wake-latency histograms, busy time, the long-step detector |
 
 pub(crate) mod queue;
 #[cfg(test)]
@@ -46,6 +47,7 @@ mod scheduler;
 pub(crate) mod shared;
 mod spawn_options;
 mod state;
+mod timing;
 mod unobserved;
 mod worker;
 
@@ -63,6 +65,7 @@ pub use recorder::{
 pub use scheduler::{Handle, Scheduler, ShutdownReport};
 pub use spawn_options::SpawnOptions;
 pub use state::ProcessState;
+pub use timing::{Histogram, LongStep, StepTimingMetrics, WorkerStepTiming};
 pub use unobserved::FailureReport;
 
 pub(crate) use crate::process::{drop_all_quietly, drop_quietly, panic_message};

@@ -177,6 +177,14 @@ impl Scheduler {
         self.handle.cancel(pid)
     }
 
+    /// See [`Handle::kill`].
+    ///
+    /// # Errors
+    /// As [`Handle::kill`].
+    pub fn kill(&self, pid: Pid) -> Result<(), CancelError> {
+        self.handle.kill(pid)
+    }
+
     /// See [`Handle::wait`].
     ///
     /// # Errors
@@ -506,6 +514,50 @@ impl Handle {
     /// [`CancelError`] when `pid` never existed or has finished.
     pub fn cancel(&self, pid: Pid) -> Result<(), CancelError> {
         self.shared.cancel(pid)
+    }
+
+    /// Stops `pid` without another step, as shutdown stops the processes still live
+    /// at its timeout: at once if it waits or sits in a queue, when its current step
+    /// returns if it is running (a step cannot be interrupted). It gets no cancel and
+    /// no say; its `close` runs, its result is [`ProcessError::Stopped`](crate::ProcessError::Stopped),
+    /// and monitors and links learn [`ExitReason::Killed`](crate::ExitReason::Killed).
+    /// Use [`cancel`](Self::cancel) first and kill what did not finish in time: a
+    /// [`Supervisor`](crate::supervisor::Supervisor)'s shutdown does exactly that.
+    ///
+    /// A kill is not a failure (like a cancel, somebody decided it), so it is not
+    /// reported as unobserved, and shutdown's report does not list it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use wsched::{ExitReason, Scheduler};
+    /// # use wsched::{Context, Events, InitError, Payloads, Process, Status, StepError, StepOutput};
+    /// # /// Ignores everything, cancels included.
+    /// # struct Stubborn;
+    /// # impl Process for Stubborn {
+    /// #     fn init(&mut self, _: Context, _: &str, _: Payloads) -> Result<(), InitError> { Ok(()) }
+    /// #     fn step(&mut self, _: Events<'_>, out: &mut StepOutput) -> Result<(), StepError> {
+    /// #         out.set_status(Status::WaitingForMessage);
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build()?;
+    /// let pid = scheduler.spawn_detached(Stubborn, "run", ())?;
+    /// let down = scheduler.monitor(pid);
+    /// scheduler.cancel(pid)?;
+    /// assert!(down.wait_timeout(Duration::from_millis(20)).is_none(), "it ignores its cancel");
+    /// scheduler.kill(pid)?;
+    /// let reason = down.wait_timeout(Duration::from_secs(20)).expect("killed").reason;
+    /// assert_eq!(reason, ExitReason::Killed);
+    /// assert_eq!(scheduler.metrics().stopped, 1);
+    /// assert!(scheduler.shutdown(Duration::from_secs(1)).stopped.is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`CancelError`] when `pid` never existed or has finished.
+    pub fn kill(&self, pid: Pid) -> Result<(), CancelError> {
+        self.shared.kill(pid)
     }
 
     /// Blocks until `pid` finishes and returns its result (claiming it: a result is

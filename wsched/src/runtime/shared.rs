@@ -22,6 +22,7 @@ use super::queue::lifo::LifoSlot;
 use super::queue::local::Steal;
 use super::recorder::Recorder;
 use super::registry::Registry;
+use super::timing::Timing;
 use super::unobserved::{is_failure, FailureReport, UnobservedFailures};
 use super::worker::{self, Caller};
 use crate::command::blocking::BlockingPool;
@@ -82,6 +83,8 @@ pub(crate) struct Shared {
     unobserved: UnobservedFailures,
     /// What processes took in and have not received (see `held.rs`).
     pub(crate) held: HeldMessages,
+    /// Step timing, when the builder turned it on (see `timing.rs`).
+    pub(crate) timing: Option<Box<Timing>>,
     /// Milliseconds since the scheduler was built, for the processes' state stamps;
     /// its start is the origin of the workers' busy clocks too.
     pub(crate) clock: CoarseClock,
@@ -97,6 +100,9 @@ struct Flags {
     stopping: AtomicBool,
     /// True when workers must exit.
     terminated: AtomicBool,
+    /// True once a process was killed ([`Shared::kill`]): a queued process may then
+    /// be claimed by someone other than its worker outside shutdown (a debug check).
+    killed_any: AtomicBool,
 }
 
 pub(crate) struct SharedParts {
@@ -109,6 +115,7 @@ pub(crate) struct SharedParts {
     pub(crate) dead_letters: DeadLetters,
     pub(crate) unobserved: UnobservedFailures,
     pub(crate) recorder: Option<Box<Recorder>>,
+    pub(crate) timing: Option<Box<Timing>>,
 }
 
 /// How a process ended, when watchers are still to be told (see [`Shared::end`]).
@@ -151,6 +158,7 @@ impl Shared {
                 accepting: AtomicBool::new(true),
                 stopping: AtomicBool::new(false),
                 terminated: AtomicBool::new(false),
+                killed_any: AtomicBool::new(false),
             }),
             stopped: Mutex::new(Vec::new()),
             clock: CoarseClock::new(),
@@ -159,6 +167,7 @@ impl Shared {
             overflows: OverflowCounts::default(),
             unobserved: parts.unobserved,
             recorder: parts.recorder,
+            timing: parts.timing,
         })
     }
 
@@ -366,6 +375,11 @@ impl Shared {
         SendErrorKind::MailboxFull
     }
 
+    /// The cell of `pid`, if the PID table has it.
+    pub(crate) fn cell_of(&self, pid: Pid) -> Option<CellRef> {
+        self.registry.get(pid)
+    }
+
     /// The cell of `pid` if its process is live (not done), or why it is not.
     pub(crate) fn live_cell(&self, pid: Pid) -> Result<CellRef, SendErrorKind> {
         match self.registry.get(pid) {
@@ -398,6 +412,30 @@ impl Shared {
             }
             None => Err(CancelError::new(pid, SendErrorKind::NoSuchProcess)),
         }
+    }
+
+    /// Stops `pid` without another step, as shutdown stops the processes left at
+    /// its timeout: at once if it is waiting or queued, when its current step returns
+    /// if it is running. It ends with [`ProcessError::Stopped`] (reason
+    /// [`ExitReason::Killed`]); its `close` runs and its watchers and links are told.
+    pub(crate) fn kill(&self, pid: Pid) -> Result<(), CancelError> {
+        let cell = self
+            .live_cell(pid)
+            .map_err(|kind| CancelError::new(pid, kind))?;
+        if !self.flags.killed_any.load(Ordering::Relaxed) {
+            self.flags.killed_any.store(true, Ordering::Relaxed);
+        }
+        if let Some(owned) = cell.request_stop() {
+            self.finish(owned, Err(ProcessError::Stopped));
+        }
+        // Otherwise it is running (flagged: its worker ends it when the step
+        // returns), or it ended meanwhile: either way it is not live for long.
+        Ok(())
+    }
+
+    /// Whether a process was ever killed (see the worker's debug check).
+    pub(crate) fn killed_any(&self) -> bool {
+        self.flags.killed_any.load(Ordering::Relaxed)
     }
 
     // ---- results --------------------------------------------------------------
@@ -511,7 +549,10 @@ impl Shared {
         let event = match &result {
             Ok(_) => ProcessEvent::Finished,
             Err(ProcessError::Stopped) => {
-                self.stopped.lock().push(owned.cell().pid());
+                // Shutdown's report lists its own stops, not earlier kills.
+                if self.is_stopping() {
+                    self.stopped.lock().push(owned.cell().pid());
+                }
                 ProcessEvent::Stopped
             }
             Err(error) => {
@@ -706,6 +747,7 @@ impl Shared {
             live: self.live(),
             global_queue: self.inject.len(),
             remote_schedules: self.inject.remote_pushes(),
+            step_timing: self.timing.as_ref().map(|t| t.metrics()),
             pending_timers: self.timers.pending(),
             undelivered_timed_messages: self.timers.undelivered(),
             blocking_threads: self.blocking.threads(),
@@ -735,6 +777,7 @@ impl Shared {
                     mailbox: waiting_messages.iter().map(|m| m.count).sum(),
                     waiting_messages,
                     time_in_state: self.clock.since(cell.changed_at()),
+                    busy: self.timing.as_ref().map(|t| t.busy(cell.busy_ticks())),
                     bounded_mailbox: cell.mailbox_info(),
                 }
             })
@@ -853,6 +896,10 @@ impl Backend for Header {
 
     fn cancel(&self, _from: Option<Pid>, pid: Pid) -> Result<(), CancelError> {
         self.handle().shared().cancel(pid)
+    }
+
+    fn kill(&self, _from: Option<Pid>, pid: Pid) -> Result<(), CancelError> {
+        self.handle().shared().kill(pid)
     }
 
     fn register(&self, name: &str, pid: Pid) -> Result<(), RegisterError> {

@@ -158,6 +158,7 @@ impl State {
 
     /// Records that an event of `kind` is in the mailbox. Returns `true` when the
     /// caller moved the process to READY and must now queue it.
+    #[inline]
     pub(crate) fn notify(&self, kind: EventKind) -> bool {
         let mut current = self.0.load(Ordering::Acquire);
         loop {

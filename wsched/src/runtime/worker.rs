@@ -90,6 +90,11 @@ struct Core {
     index: usize,
     local: Local<Task>,
     lifo_streak: u8,
+    /// With step timing on: whether the process in the LIFO slot was woken into it
+    /// by a step of this worker, and that for the process `find_task` just took
+    /// from the slot (see `timing.rs`).
+    lifo_woken: bool,
+    taken_woken: bool,
     tick: u32,
     searching: bool,
     rng: FastRand,
@@ -188,6 +193,10 @@ fn schedule(shared: &Shared, task: Task, placement: Placement) {
         if let Some(r) = &shared.recorder {
             r.runnable(core.index, task.pid());
         }
+        if shared.timing.is_some() {
+            // Its own step again, or not into the slot: nothing to measure.
+            core.lifo_woken = placement == Placement::Lifo;
+        }
         match placement {
             Placement::Lifo | Placement::LifoAfterStep => {
                 if let Some(previous) = shared.lifo(core.index).put(task) {
@@ -246,6 +255,8 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
         index,
         local,
         lifo_streak: 0,
+        lifo_woken: false,
+        taken_woken: false,
         tick: 0,
         searching: false,
         rng: FastRand::new(index as u64),
@@ -284,8 +295,9 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
                 // reference count into the queue instead of cloning it); until then
                 // it is here for `recover`.
                 let mut slot = Some(task);
+                let woken = shared.timing.is_some() && core.borrow().taken_woken;
                 let stepped = catch_unwind(AssertUnwindSafe(|| {
-                    run_task(&handle, index, &mut slot, &mut events, &mut out);
+                    run_task(&handle, index, woken, &mut slot, &mut events, &mut out);
                 }));
                 if let (Err(panic), Some(task)) = (stepped, &slot) {
                     recover(shared, task, &*panic, &mut events, &mut out);
@@ -384,10 +396,12 @@ impl Core {
                 return Some(task);
             }
         }
+        self.taken_woken = false;
         if let Some(task) = shared.lifo(self.index).take() {
             if self.lifo_streak < MAX_LIFO_STREAK {
                 self.lifo_streak += 1;
                 counters.lifo_pops.add(1);
+                self.taken_woken = std::mem::take(&mut self.lifo_woken);
                 return Some(task);
             }
             self.push_back(shared, task);
@@ -601,6 +615,7 @@ fn park(
 fn run_task(
     handle: &Handle,
     index: usize,
+    mut woken: bool,
     slot: &mut Option<Task>,
     events: &mut Vec<Event>,
     out: &mut StepOutput,
@@ -608,12 +623,12 @@ fn run_task(
     let shared = handle.shared();
     let task = slot.as_ref().expect("the worker passes a task");
     let Some(mut owned) = task.start_running() else {
-        // Shutdown, or a link's failure, stopped it while it sat in a queue (see
+        // Shutdown, a link's failure or a kill stopped it while it sat in a queue (see
         // `State::request_stop`): it is DONE, or RUNNING while whoever claimed it
         // finishes it.
         debug_assert!(
-            task.is_done() || shared.is_stopping() || shared.monitors.used(),
-            "a queued process was not READY, and neither shutdown nor a link stops processes"
+            task.is_done() || shared.is_stopping() || shared.monitors.used() || shared.killed_any(),
+            "a queued process was not READY, and neither shutdown, a link nor a kill stops processes"
         );
         return;
     };
@@ -632,11 +647,20 @@ fn run_task(
         if let Some(r) = &shared.recorder {
             r.step_start(shared, index, task.pid());
         }
+        let timed = shared.timing.as_deref().map(|timing| {
+            (
+                timing,
+                timing.step_begins(index, task.pid(), std::mem::take(&mut woken)),
+            )
+        });
         let stepped = owned
             .with_body(|body| {
                 catch_unwind(AssertUnwindSafe(|| body.step(Events::new(events), out)))
             })
             .expect("a process that has not ended has a body");
+        if let Some((timing, started)) = timed {
+            task.add_busy(timing.step_ends(index, started));
+        }
         // Events the step did not consume, and the yields of a failed step, are
         // user values: dropped quietly.
         clear_quietly(events);

@@ -82,6 +82,11 @@ pub(crate) struct Header {
     /// what listings show as the time in its current state. Written only by the
     /// owner; a statistic, so a plain std atomic even under loom.
     changed_at: std::sync::atomic::AtomicU32,
+    /// Ticks of the scheduler's step-timing clock its steps took, if step timing is
+    /// on (see `timing.rs`). Written only by the owner; a statistic, so a plain std
+    /// atomic even under loom. (It fits in what the allocator rounds a cell up to:
+    /// the memory per idle process did not change.)
+    busy: std::sync::atomic::AtomicU64,
     pid: Pid,
     /// The scheduler running the process (`None` only for cells made by unit tests
     /// and loom models, and before spawning). Completers and the process's `Context`
@@ -297,7 +302,9 @@ impl Mailbox {
         match &mut self.first {
             First::Empty => {
                 debug_assert!(self.rest.as_ref().is_none_or(|rest| rest.is_empty()));
-                self.first = First::Event(event);
+                // Without the drop glue of the `Empty` it overwrites (see
+                // `Header::push_message`).
+                mem::forget(mem::replace(&mut self.first, First::Event(event)));
             }
             First::Event(_) => self.rest.get_or_insert_default().push(event),
             First::Bounded(bounded) => bounded.push_uncounted(event),
@@ -329,9 +336,7 @@ impl Mailbox {
 
     /// Moves every event, oldest first, to the end of `buffer`.
     fn drain_into(&mut self, buffer: &mut Vec<Event>) {
-        if let First::Bounded(bounded) = &mut self.first {
-            bounded.drain_into(buffer);
-        } else if let First::Event(_) = self.first {
+        if let First::Event(_) = self.first {
             let First::Event(first) = mem::replace(&mut self.first, First::Empty) else {
                 unreachable!("matched an event")
             };
@@ -342,6 +347,8 @@ impl Mailbox {
                     self.rest = None;
                 }
             }
+        } else if let First::Bounded(bounded) = &mut self.first {
+            bounded.drain_into(buffer);
         }
     }
 }
@@ -390,6 +397,7 @@ impl ProcessCell {
             header: Header {
                 refs: AtomicU32::new(1),
                 changed_at: std::sync::atomic::AtomicU32::new(0),
+                busy: std::sync::atomic::AtomicU64::new(0),
                 pid: Pid::UNSPAWNED,
                 handle: None,
                 parent: None,
@@ -414,6 +422,18 @@ impl Header {
     pub(crate) fn stamp(&self, now: u32) {
         self.changed_at
             .store(now, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Adds a step's `ticks` to its busy time (owner only).
+    #[inline]
+    pub(crate) fn add_busy(&self, ticks: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.busy.store(self.busy.load(Relaxed) + ticks, Relaxed);
+    }
+
+    /// Its busy time, in ticks.
+    pub(crate) fn busy_ticks(&self) -> u64 {
+        self.busy.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The last [`stamp`](Self::stamp).
@@ -710,7 +730,12 @@ impl Header {
             // send tested it for `Closed`, then for `Empty`.
             First::Empty => {
                 debug_assert!(mailbox.rest.as_ref().is_none_or(|rest| rest.is_empty()));
-                mailbox.first = First::Event(Event::Message(taken));
+                // `Empty` owns nothing: overwriting it without its drop glue (which
+                // the bounded variant made a call) is what an assignment would do.
+                mem::forget(mem::replace(
+                    &mut mailbox.first,
+                    First::Event(Event::Message(taken)),
+                ));
             }
             First::Event(_) => mailbox
                 .rest

@@ -3,7 +3,7 @@
 //!
 //! | file | concern |
 //! |---|---|
-//! | `mod.rs` | options, the clock, the event encoding, the hooks the runtime calls |
+//! | `mod.rs` | options, the event encoding, the hooks the runtime calls (the clock is step timing's, `timing.rs`) |
 //! | `ring.rs` | one lane's lock-free single-writer buffer |
 //! | `recording.rs` | the public snapshot and the slices derived from it |
 //! | `chrome.rs` | Chrome Trace Event / Perfetto JSON |
@@ -27,12 +27,13 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
 use super::cell::CellRef;
 use super::shared::Shared;
+use super::timing::Clock;
 use super::worker::Caller;
 use crate::pid::Pid;
 use crate::process::Status;
@@ -223,62 +224,6 @@ const SAMPLE_EVERY: u32 = 256;
 /// `?`): the table is bounded like the buffers.
 const MAX_NAMES: usize = 4096;
 
-// ---- the clock --------------------------------------------------------------------
-
-/// Ticks since an arbitrary origin: the time-stamp counter on x86-64 (a few
-/// nanoseconds to read, invariant and synchronised across cores on the CPUs this
-/// targets), nanoseconds of `Instant` elsewhere. Converted to nanoseconds when a
-/// recording is made, against `Instant` readings at both ends.
-struct Clock {
-    origin: Instant,
-    origin_ticks: u64,
-}
-
-impl Clock {
-    fn new() -> Self {
-        let origin = Instant::now();
-        Self {
-            origin,
-            origin_ticks: Self::raw(origin),
-        }
-    }
-
-    #[inline]
-    fn now(&self) -> u64 {
-        Self::raw(self.origin)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[inline]
-    fn raw(_origin: Instant) -> u64 {
-        // SAFETY: `rdtsc` exists on every x86-64 CPU and only reads a register.
-        #[allow(unused_unsafe)]
-        unsafe {
-            std::arch::x86_64::_rdtsc()
-        }
-    }
-
-    #[cfg(not(target_arch = "x86_64"))]
-    #[inline]
-    fn raw(origin: Instant) -> u64 {
-        origin.elapsed().as_nanos() as u64
-    }
-
-    /// Nanoseconds per tick, measured from the origin to now, and the time since the
-    /// origin.
-    fn calibrate(&self) -> (f64, Duration) {
-        let elapsed = self.origin.elapsed();
-        let ticks = self.now();
-        let span = ticks.wrapping_sub(self.origin_ticks);
-        let scale = if span == 0 {
-            1.0
-        } else {
-            elapsed.as_nanos() as f64 / span as f64
-        };
-        (scale, elapsed)
-    }
-}
-
 // ---- the recorder -----------------------------------------------------------------
 
 /// One lane: a buffer, its entry-name table, and its writer's private state.
@@ -325,6 +270,8 @@ impl LaneBuffer {
 
 /// The recorder the runtime holds when recording is on (see the module docs).
 pub(crate) struct Recorder {
+    /// Step timing's clock: the time-stamp counter where the kernel keeps time with
+    /// it (a few nanoseconds to read), converted when a recording is made.
     clock: Clock,
     workers: Box<[CachePadded<LaneBuffer>]>,
     /// The lane of threads that are not workers; the lock makes them one writer.
@@ -356,7 +303,7 @@ impl Recorder {
     #[inline]
     pub(crate) fn step_start(&self, shared: &Shared, worker: usize, pid: Pid) {
         let lane = &self.workers[worker];
-        let now = self.clock.now();
+        let now = self.clock.ticks();
         lane.ring.push(now, word1(STEP_START, pid.as_u64()));
         let steps = lane.steps.load(std::sync::atomic::Ordering::Relaxed) + 1;
         if steps >= SAMPLE_EVERY {
@@ -395,7 +342,7 @@ impl Recorder {
     /// A thread that is not a worker made `pid` runnable.
     pub(crate) fn runnable_outside(&self, pid: Pid) {
         let _writer = self.outside.lock();
-        let now = self.clock.now();
+        let now = self.clock.ticks();
         self.outside_lane
             .ring
             .push(now, word1(RUNNABLE_TIMED, pid.as_u64()));
@@ -404,7 +351,7 @@ impl Recorder {
     /// A thread that is not a worker made these processes runnable at once.
     pub(crate) fn runnable_batch(&self, cells: &[CellRef]) {
         let _writer = self.outside.lock();
-        let now = self.clock.now();
+        let now = self.clock.ticks();
         for cell in cells {
             self.outside_lane
                 .ring
@@ -430,7 +377,7 @@ impl Recorder {
 
     /// `worker` found nothing to do after running something: ends its last step.
     pub(crate) fn idle(&self, shared: &Shared, worker: usize) {
-        let now = self.clock.now();
+        let now = self.clock.ticks();
         self.workers[worker].ring.push(now, word1(IDLE, 0));
         self.sample(shared, worker, now);
     }
@@ -440,7 +387,7 @@ impl Recorder {
         let lane = &self.workers[worker];
         lane.parked
             .store(true, std::sync::atomic::Ordering::Relaxed);
-        lane.ring.push(self.clock.now(), word1(PARK, 0));
+        lane.ring.push(self.clock.ticks(), word1(PARK, 0));
     }
 
     /// `worker` is back from `park` (nothing is recorded if it did not sleep).
@@ -451,7 +398,7 @@ impl Recorder {
         }
         lane.parked
             .store(false, std::sync::atomic::Ordering::Relaxed);
-        let now = self.clock.now();
+        let now = self.clock.ticks();
         lane.ring.push(now, word1(UNPARK, 0));
         self.sample(shared, worker, now);
     }
@@ -461,7 +408,7 @@ impl Recorder {
         let arg = (victim as u64 & 0xFFFF) | ((count as u64) << 16);
         self.workers[thief]
             .ring
-            .push(self.clock.now(), word1(STEAL, arg));
+            .push(self.clock.ticks(), word1(STEAL, arg));
     }
 
     /// Queue depths and live processes, as `worker` sees them at `now`.
@@ -479,11 +426,12 @@ impl Recorder {
 
     /// A snapshot of every lane, decoded. Safe while the workers run.
     pub(crate) fn recording(&self, shared: &Shared) -> Recording {
-        let (scale, elapsed) = self.clock.calibrate();
+        let rate = self.clock.femtos_per_tick();
+        let origin = self.clock.start_ticks();
+        let elapsed = Clock::duration(self.clock.ticks().wrapping_sub(origin), rate);
+        // Ticks read on a worker just before `elapsed` may be a little past it.
         let to_time = |ticks: u64| -> Duration {
-            let span = ticks.saturating_sub(self.clock.origin_ticks);
-            // Ticks read on a worker just before `calibrate` may be a little past it.
-            Duration::from_nanos((span as f64 * scale) as u64).min(elapsed)
+            Clock::duration(ticks.saturating_sub(origin), rate).min(elapsed)
         };
         let mut recording = Recording::new(self.workers.len(), elapsed);
         recording.set_capacity(self.options.capacity);

@@ -1,0 +1,512 @@
+//! Supervisors: processes that start other processes, watch them, restart them by
+//! rule, and stop them in order — written with the crate's own links, monitors,
+//! cancels and kills, as any user process could be.
+//!
+//! A [`Supervisor`] is built from [`ChildSpec`]s and spawned like any process, on
+//! entry [`Supervisor::ENTRY`] with no input (from a [`Handle`](crate::Handle), a
+//! [`Context`], `this::spawn`, or as a child of another supervisor:
+//! [`ChildSpec::supervisor`]).
+//!
+//! # Rules
+//!
+//! * **Start.** The supervisor traps exits and, in its first step, starts its
+//!   children in the order they were added, each spawned detached and linked to it
+//!   ([`Context::spawn_linked_with`], with the spec's
+//!   [spawn options](ChildSpec::spawn_options)) from a fresh value its spec's factory
+//!   builds. If a child cannot start (its `init`
+//!   refuses or panics), the children started so far are stopped and the supervisor
+//!   fails with [`SupervisorError::StartFailed`].
+//! * **A child ends.** Its link tells the supervisor ([`Exit`](crate::Exit)). Its
+//!   [`Restart`] kind decides whether it is restarted: `Permanent` always,
+//!   `Transient` unless it finished normally or passed a cancellation on, `Temporary`
+//!   never (it is then removed). The [`Strategy`] decides which children restart
+//!   with it: itself (`OneForOne`), all (`OneForAll`), or itself and those started
+//!   after it (`RestForOne`); the others in the group are first stopped in reverse
+//!   start order, then the group started again in start order. Each start builds a
+//!   fresh process with the factory.
+//! * **Intensity.** At most [`Intensity::max`] restarts within any
+//!   [`Intensity::period`] (a group restart counts once; a restart whose spawn fails
+//!   counts again). The restart that would exceed it is not made: the supervisor
+//!   stops all its children in order and fails with [`SupervisorError::Intensity`],
+//!   naming the child and the count. Its own supervisor sees that failure as a child
+//!   ending, and applies its own rules: failures climb the tree until a level copes,
+//!   or the root fails.
+//! * **Ordered shutdown.** When the supervisor is cancelled (by
+//!   [`Handle::cancel`](crate::Handle::cancel), its own supervisor, or the
+//!   scheduler's shutdown) or gives up, it stops its running children one at a time
+//!   in reverse start order. Each is unlinked, monitored and cancelled, then given
+//!   its [`shutdown timeout`](ChildSpec::shutdown) to end; one still running then is
+//!   killed ([`Context::kill`]: stopped without another step,
+//!   reason [`ExitReason::Killed`]). The next child is
+//!   stopped only once the previous one has ended. A zero timeout kills at once;
+//!   [`Duration::MAX`] waits as long as it takes (the default for supervisors). A
+//!   cancelled supervisor then ends with [`ExitReason::Cancelled`].
+//!   A cancel wins over the other events of the same step: a supervisor being shut
+//!   down does not restart the children whose ends it sees meanwhile. Once the
+//!   scheduler is shutting down, restarts fail and the supervisor shuts down instead.
+//! * **Other links.** An `Exit` with a failure from a linked process that is not a
+//!   child (whoever spawned the supervisor linked to it, say) makes the supervisor
+//!   stop its children in order and fail with [`SupervisorError::LinkedExit`]: what
+//!   the link would do to a process that does not trap exits, done in order. Normal
+//!   ends of such processes are ignored, as is any other message.
+//! * **Queries.** A [`SupervisorHandle`] ([`Supervisor::handle`], taken before
+//!   spawning) reads its children, their PIDs and restart counts from any thread; a
+//!   process may instead send it [`WhichChildren`] and receive [`Children`].
+//!
+//! # Example: a small tree
+//!
+//! ```
+//! use std::time::Duration;
+//! use wsched::prelude::*;
+//! use wsched::supervisor::{ChildSpec, Restart, Strategy, Supervisor};
+//! use wsched::Scheduler;
+//!
+//! struct Worker;
+//!
+//! #[process]
+//! impl Worker {
+//!     /// Serves until a "crash" message makes it fail.
+//!     #[entry]
+//!     fn serve(&mut self) -> Result<(), BoxError> {
+//!         loop {
+//!             if recv!(&str)? == "crash" {
+//!                 return Err("asked to crash".into());
+//!             }
+//!         }
+//!     }
+//! }
+//!
+//! let scheduler = Scheduler::builder().workers(2).build()?;
+//! let root = Supervisor::new(Strategy::OneForOne)
+//!     .intensity(3, Duration::from_secs(5))
+//!     .child(ChildSpec::new("db", || Worker, "serve", ()))
+//!     .child(ChildSpec::supervisor("web", || {
+//!         Supervisor::new(Strategy::OneForAll)
+//!             .child(ChildSpec::new("listener", || Worker, "serve", ()))
+//!             .child(ChildSpec::new("cache", || Worker, "serve", ()).restart(Restart::Transient))
+//!     }));
+//! let view = root.handle();
+//! let pid = scheduler.spawn(root, Supervisor::ENTRY, ())?;
+//!
+//! // Wait until both children run, then crash the database worker.
+//! let db = view.wait_for(Duration::from_secs(20), |children| {
+//!     children.iter().all(|c| c.pid.is_some()).then(|| children[0].pid.unwrap())
+//! }).expect("started");
+//! let down = scheduler.monitor(db);
+//! scheduler.send(db, "crash")?;
+//! down.wait_timeout(Duration::from_secs(20)).expect("it crashed");
+//! let restarted = view.wait_for(Duration::from_secs(20), |children| {
+//!     (children[0].restarts == 1 && children[0].pid.is_some()).then(|| children[0].pid.unwrap())
+//! }).expect("restarted");
+//! assert_ne!(restarted, db);
+//! assert_eq!(view.restarts(), 1);
+//!
+//! // Shut the tree down: children stop in reverse order, the root ends cancelled.
+//! let root_down = scheduler.monitor(pid);
+//! scheduler.cancel(pid)?;
+//! let reason = root_down.wait_timeout(Duration::from_secs(20)).expect("it stops").reason;
+//! assert_eq!(reason, wsched::ExitReason::Cancelled);
+//! assert_eq!(scheduler.metrics().live, 0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod process;
+mod spec;
+mod strategy;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::context::Context;
+use crate::exit::ExitReason;
+use crate::pid::Pid;
+
+pub use spec::{ChildKind, ChildSpec, Restart};
+pub use strategy::{Intensity, Strategy};
+
+use process::{Pending, Phase};
+use strategy::RestartLog;
+
+/// A supervisor: a process that starts its children, restarts them by rule and stops
+/// them in order. See the [module docs](self) for the rules and an example.
+///
+/// Built once, spawned once (on [`ENTRY`](Self::ENTRY), no input). As a child of
+/// another supervisor, its [`ChildSpec::supervisor`] factory builds a fresh one at
+/// every start.
+pub struct Supervisor {
+    strategy: Strategy,
+    intensity: Intensity,
+    children: Vec<Child>,
+    clock: Box<dyn Fn() -> Instant + Send>,
+    ctx: Option<Context>,
+    phase: Phase,
+    log: RestartLog,
+    restarts: u64,
+    pending: Pending,
+    /// Set when the supervisor ends: `None` cancelled, `Some` failed.
+    outcome: Option<Option<SupervisorError>>,
+    view: Arc<Shared>,
+}
+
+/// A child as the supervisor keeps it.
+struct Child {
+    spec: ChildSpec,
+    pid: Option<Pid>,
+    restarts: u64,
+    /// A temporary child that ended: never started again, not listed.
+    removed: bool,
+}
+
+impl Supervisor {
+    /// The entry a supervisor is spawned on (with no input).
+    pub const ENTRY: &'static str = "supervise";
+
+    /// A supervisor with `strategy`, no children yet, and the default intensity (1
+    /// restart in 5 seconds).
+    pub fn new(strategy: Strategy) -> Self {
+        Self {
+            strategy,
+            intensity: Intensity::default(),
+            children: Vec::new(),
+            clock: Box::new(Instant::now),
+            ctx: None,
+            phase: Phase::Starting,
+            log: RestartLog::default(),
+            restarts: 0,
+            pending: Pending::new(),
+            outcome: None,
+            view: Arc::new(Shared::default()),
+        }
+    }
+
+    /// At most `max_restarts` restarts within any `period`; one more makes the
+    /// supervisor stop its children and fail (see [`Intensity`]).
+    pub fn intensity(mut self, max_restarts: u32, period: Duration) -> Self {
+        self.intensity = Intensity {
+            max: max_restarts,
+            period,
+        };
+        self
+    }
+
+    /// Adds a child, started after those added before it and stopped before them.
+    /// Ids must be unique: a supervisor with two children of the same id refuses to
+    /// start ([`SpawnError::Init`](crate::SpawnError::Init)).
+    pub fn child(mut self, spec: ChildSpec) -> Self {
+        let info = ChildInfo {
+            id: spec.id().to_owned(),
+            pid: None,
+            restarts: 0,
+            restart: spec.restart_kind(),
+            kind: spec.kind(),
+        };
+        self.view.state.lock().children.push(Some(info));
+        self.children.push(Child {
+            spec,
+            pid: None,
+            restarts: 0,
+            removed: false,
+        });
+        self
+    }
+
+    /// Where the intensity window reads the time (default [`Instant::now`]): a test
+    /// may pass a clock it moves by hand, to check the window without waiting.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use std::time::{Duration, Instant};
+    /// use wsched::supervisor::{Strategy, Supervisor};
+    ///
+    /// let now = Arc::new(Mutex::new(Instant::now()));
+    /// let clock = now.clone();
+    /// let sup = Supervisor::new(Strategy::OneForOne).clock(move || *clock.lock().unwrap());
+    /// *now.lock().unwrap() += Duration::from_secs(60); // the supervisor sees a minute pass
+    /// # drop(sup);
+    /// ```
+    pub fn clock(mut self, clock: impl Fn() -> Instant + Send + 'static) -> Self {
+        self.clock = Box::new(clock);
+        self
+    }
+
+    /// A read-only view of this supervisor once it runs: its PID, its children with
+    /// their PIDs and restart counts, its state. Take it before spawning.
+    pub fn handle(&self) -> SupervisorHandle {
+        SupervisorHandle {
+            shared: self.view.clone(),
+        }
+    }
+
+    /// Its strategy.
+    pub fn strategy(&self) -> Strategy {
+        self.strategy
+    }
+
+    /// Its restart intensity.
+    pub fn restart_intensity(&self) -> Intensity {
+        self.intensity
+    }
+
+    fn publish(&self, f: impl FnOnce(&mut View)) {
+        f(&mut self.view.state.lock());
+        self.view.changed.notify_all();
+    }
+}
+
+impl fmt::Debug for Supervisor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Supervisor")
+            .field("strategy", &self.strategy)
+            .field("intensity", &self.intensity)
+            .field(
+                "children",
+                &self.children.iter().map(|c| &c.spec).collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a supervisor failed. Its `Display` text is the
+/// [`ExitReason::Error`] message its own supervisor (or monitors and links) see.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SupervisorError {
+    /// Restarting `child` would have exceeded the restart intensity: it would have
+    /// been restart number `restarts` within `period`.
+    Intensity {
+        /// The id of the child whose end needed the restart.
+        child: String,
+        /// The restarts within the window, counting the one refused (`max + 1`).
+        restarts: usize,
+        /// The window.
+        period: Duration,
+    },
+    /// A child could not be started when the supervisor started.
+    StartFailed {
+        /// Its id.
+        child: String,
+        /// Why (the spawn error's text).
+        message: String,
+    },
+    /// A linked process that is not a child ended with a failure.
+    LinkedExit {
+        /// That process.
+        pid: Pid,
+        /// Why it ended.
+        reason: ExitReason,
+    },
+}
+
+impl fmt::Display for SupervisorError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Intensity {
+                child,
+                restarts,
+                period,
+            } => write!(
+                f,
+                "supervisor gave up: child `{child}` ended and would have been restart \
+                 {restarts} within {period:?}, over the restart intensity"
+            ),
+            Self::StartFailed { child, message } => {
+                write!(f, "supervisor could not start child `{child}`: {message}")
+            }
+            Self::LinkedExit { pid, reason } => {
+                write!(
+                    f,
+                    "supervisor stopped: linked process {pid} ended ({reason})"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for SupervisorError {}
+
+/// One child of a running supervisor, as [`SupervisorHandle::children`] and
+/// [`Children`] list it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChildInfo {
+    /// Its id.
+    pub id: String,
+    /// Its running process, `None` while it is not running (being restarted, or
+    /// ended for good).
+    pub pid: Option<Pid>,
+    /// How many times it was started again after its first start.
+    pub restarts: u64,
+    /// Its restart kind.
+    pub restart: Restart,
+    /// Worker or supervisor.
+    pub kind: ChildKind,
+}
+
+/// Where a supervisor stands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SupervisorState {
+    /// Spawned (or not yet), children not started.
+    #[default]
+    Starting,
+    /// Children started; restarting them as they end.
+    Running,
+    /// Stopping part of its children to restart them with a failed one.
+    Restarting,
+    /// Stopping its children to end.
+    ShuttingDown,
+    /// Ended.
+    Ended,
+}
+
+/// Ask a supervisor for its children: send it this from a process, and it answers
+/// with [`Children`] (to the sender; a message from outside any process gets no
+/// answer — use a [`SupervisorHandle`] there).
+///
+/// The answer reflects every message the supervisor read before the question: a
+/// child's end that reached it first has been dealt with — restarted, for a
+/// one-for-one supervisor; for a group restart, the children being stopped or not
+/// yet started again show no PID until the restart is complete.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WhichChildren;
+
+/// A supervisor's answer to [`WhichChildren`]: its children in start order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Children(pub Vec<ChildInfo>);
+
+/// What the supervisor publishes for its handles.
+#[derive(Default)]
+struct Shared {
+    state: Mutex<View>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct View {
+    pid: Option<Pid>,
+    /// By child index; `None` for removed children.
+    children: Vec<Option<ChildInfo>>,
+    restarts: u64,
+    state: SupervisorState,
+    error: Option<SupervisorError>,
+}
+
+impl View {
+    fn children(&self) -> Vec<ChildInfo> {
+        self.children.iter().flatten().cloned().collect()
+    }
+}
+
+/// A read-only view of a running [`Supervisor`] (see [`Supervisor::handle`]):
+/// cheap to clone, usable from any thread. Each call reads a consistent snapshot.
+#[derive(Clone)]
+pub struct SupervisorHandle {
+    shared: Arc<Shared>,
+}
+
+impl SupervisorHandle {
+    /// The supervisor's PID, once spawned.
+    pub fn pid(&self) -> Option<Pid> {
+        self.shared.state.lock().pid
+    }
+
+    /// Its children in start order (temporary children that ended are gone).
+    pub fn children(&self) -> Vec<ChildInfo> {
+        self.shared.state.lock().children()
+    }
+
+    /// The child with `id`.
+    pub fn child(&self, id: &str) -> Option<ChildInfo> {
+        self.shared
+            .state
+            .lock()
+            .children
+            .iter()
+            .flatten()
+            .find(|c| c.id == id)
+            .cloned()
+    }
+
+    /// Restarts made so far (what the intensity counts: a group restart once).
+    pub fn restarts(&self) -> u64 {
+        self.shared.state.lock().restarts
+    }
+
+    /// Where it stands.
+    pub fn state(&self) -> SupervisorState {
+        self.shared.state.lock().state
+    }
+
+    /// The error it failed with, once it has (its own supervisor sees its text, as
+    /// an [`ExitReason::Error`]). `None` while it runs, and when it ended otherwise
+    /// (cancelled, or killed).
+    pub fn error(&self) -> Option<SupervisorError> {
+        self.shared.state.lock().error.clone()
+    }
+
+    /// Waits until `check` returns `Some` for the children (in start order), or
+    /// `timeout` passes (`None`). `check` runs on every change the supervisor
+    /// publishes, under its lock: keep it short.
+    pub fn wait_for<T>(
+        &self,
+        timeout: Duration,
+        mut check: impl FnMut(&[ChildInfo]) -> Option<T>,
+    ) -> Option<T> {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut view = self.shared.state.lock();
+        loop {
+            if let Some(found) = check(&view.children()) {
+                return Some(found);
+            }
+            match deadline {
+                Some(deadline) => {
+                    if self
+                        .shared
+                        .changed
+                        .wait_until(&mut view, deadline)
+                        .timed_out()
+                    {
+                        return check(&view.children());
+                    }
+                }
+                None => self.shared.changed.wait(&mut view),
+            }
+        }
+    }
+
+    /// Waits until the supervisor is in `state`, or `timeout` passes; whether it is.
+    pub fn wait_state(&self, state: SupervisorState, timeout: Duration) -> bool {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut view = self.shared.state.lock();
+        while view.state != state {
+            match deadline {
+                Some(deadline) => {
+                    if self
+                        .shared
+                        .changed
+                        .wait_until(&mut view, deadline)
+                        .timed_out()
+                    {
+                        return view.state == state;
+                    }
+                }
+                None => self.shared.changed.wait(&mut view),
+            }
+        }
+        true
+    }
+}
+
+impl fmt::Debug for SupervisorHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let view = self.shared.state.lock();
+        f.debug_struct("SupervisorHandle")
+            .field("pid", &view.pid)
+            .field("state", &view.state)
+            .field("restarts", &view.restarts)
+            .field("error", &view.error)
+            .field("children", &view.children())
+            .finish()
+    }
+}
