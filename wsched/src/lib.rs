@@ -44,6 +44,13 @@ mod sync;
 #[path = "macro_support/mod.rs"]
 pub mod __private;
 pub mod testing;
+
+/// Ranking processes by what they do, now or over a window: see
+/// [`Handle::top`](crate::Handle::top) and
+/// [`Handle::top_window`](crate::Handle::top_window).
+pub mod top {
+    pub use crate::runtime::top::{rank, rank_window, TopBy, TopError, WindowEntry};
+}
 // The benchmark suite's view of crate-private structures (see the file).
 #[cfg(all(feature = "bench-internals", not(loom)))]
 #[doc(hidden)]

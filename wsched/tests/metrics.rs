@@ -276,3 +276,66 @@ fn messages_queued_in_a_bounded_mailbox_are_listed_too() {
     release.send(()).unwrap();
     s.wait(pid).unwrap();
 }
+
+#[test]
+fn top_ranks_the_busy_process_first_now_and_over_a_window() {
+    use wsched::top::{TopBy, TopError};
+    let s = Scheduler::builder()
+        .workers(2)
+        .step_timing(true)
+        .build()
+        .unwrap();
+    // Steps until told to stop, by a message.
+    let busy = s
+        .spawn(
+            Scripted::new(|_, events, out| {
+                out.set_status(if events.is_empty() {
+                    Status::Continue
+                } else {
+                    Status::Done(Payload::unit())
+                });
+                Ok(())
+            }),
+            "run",
+            (),
+        )
+        .unwrap();
+    let idle: Vec<Pid> = (0..3)
+        .map(|_| {
+            s.spawn(
+                Scripted::new(|_, events, out| {
+                    out.set_status(if events.is_empty() {
+                        Status::WaitingForMessage
+                    } else {
+                        Status::Done(Payload::unit())
+                    });
+                    Ok(())
+                }),
+                "run",
+                (),
+            )
+            .unwrap()
+        })
+        .collect();
+    wait_until(&s, "the busy process has stepped a while", |m| {
+        m.total().steps > 1_000
+    });
+    let now = s.top(TopBy::Steps, 2).unwrap();
+    assert_eq!(now[0].pid, busy);
+    assert_eq!(now.len(), 2);
+    assert_eq!(s.top(TopBy::Busy, 1).unwrap()[0].pid, busy);
+    let window = s
+        .top_window(TopBy::Steps, 4, Duration::from_millis(20))
+        .unwrap();
+    assert_eq!(window[0].info.pid, busy);
+    assert!(window[0].steps > 0);
+    // The idle ones did not step in the window.
+    assert!(window[1..].iter().all(|e| e.steps == 0), "{window:?}");
+
+    let untimed = scheduler(1);
+    assert_eq!(untimed.top(TopBy::Busy, 1), Err(TopError::StepTimingOff));
+    for pid in idle.into_iter().chain([busy]) {
+        s.send(pid, ()).unwrap();
+        s.wait(pid).unwrap();
+    }
+}

@@ -24,6 +24,7 @@
 //! | `metrics.rs` | always-on counters and the process listing |
 //! | `recorder/` | the optional event recorder, its timeline JSON and its pictures |
 //! | `timing.rs` | opt-in step timing: step and wake-latency histograms, busy time, the long-step detector |
+//! | `top.rs` | ranking processes by steps, busy time or mailbox, now or over a window |
 
 pub(crate) mod queue;
 #[cfg(test)]
@@ -48,6 +49,7 @@ pub(crate) mod shared;
 mod spawn_options;
 mod state;
 mod timing;
+pub(crate) mod top;
 mod unobserved;
 mod worker;
 

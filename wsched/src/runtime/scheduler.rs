@@ -286,6 +286,31 @@ impl Scheduler {
         self.handle.recording()
     }
 
+    /// See [`Handle::top`].
+    ///
+    /// # Errors
+    /// See [`Handle::top`].
+    pub fn top(
+        &self,
+        by: crate::top::TopBy,
+        n: usize,
+    ) -> Result<Vec<ProcessInfo>, crate::top::TopError> {
+        self.handle.top(by, n)
+    }
+
+    /// See [`Handle::top_window`].
+    ///
+    /// # Errors
+    /// See [`Handle::top_window`].
+    pub fn top_window(
+        &self,
+        by: crate::top::TopBy,
+        n: usize,
+        window: Duration,
+    ) -> Result<Vec<crate::top::WindowEntry>, crate::top::TopError> {
+        self.handle.top_window(by, n, window)
+    }
+
     /// The number of worker threads.
     pub fn workers(&self) -> usize {
         self.handle.shared.workers
