@@ -329,6 +329,10 @@ pub fn workload(name: &'static str, w: usize, s: &Sizes) -> Option<Workload> {
             vec![
                 Variant::new("#[process], all off", ping_pong(|b| b)),
                 Variant::new("step timing on", ping_pong(|b| b.step_timing(true))),
+                Variant::new(
+                    "recorder on",
+                    ping_pong(|b| b.record(wsched::RecordOptions::new())),
+                ),
             ]
         }
         "deque_owner" => {
