@@ -676,7 +676,9 @@ pub enum JoinError {
     /// No process ever had this PID on this scheduler.
     NoSuchProcess(Pid),
     /// Someone else already claimed (or is waiting to claim) the result: a result is
-    /// handed out exactly once.
+    /// handed out exactly once. Also what a join of a detached process that has
+    /// already finished gets: once it is gone, the PID table no longer knows it was
+    /// detached.
     AlreadyClaimed(Pid),
     /// The process was spawned detached: its result is discarded, not kept.
     Detached(Pid),
@@ -708,7 +710,9 @@ impl fmt::Display for JoinError {
             Self::NoSuchProcess(pid) => write!(f, "cannot join {pid}: no such process"),
             Self::AlreadyClaimed(pid) => write!(
                 f,
-                "cannot join {pid}: its result was already claimed by another join or wait"
+                "cannot join {pid}: its result was already claimed by another join or wait \
+                 (or it was spawned detached and has finished: a detached process's result \
+                 is not kept)"
             ),
             Self::Detached(pid) => write!(
                 f,

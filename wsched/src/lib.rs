@@ -90,6 +90,10 @@ pub use process::{
     Tag, Yield,
 };
 pub use runtime::{
+    Activity, EventKind, Lane, ProcessSlice, RecordOptions, RecordedEvent, Recording, Slice,
+    SliceKind, Steal, StepOutcome, SvgOptions,
+};
+pub use runtime::{
     Builder, CallError, DeadLetter, DeadLetterReason, Down, Exit, FailureReport, Handle, Histogram,
     LongStep, MailboxInfo, MessageCount, Metrics, Monitor, MonitorRef, Overflow, ProcessInfo,
     ProcessState, Reply, Request, Scheduler, ShutdownReport, SpawnOptions, StepTimingMetrics,

@@ -256,9 +256,20 @@ fn spawn_and_join_report_their_errors() {
     assert_eq!(
         results,
         vec![
-            (1, "cannot spawn: no entry named `missing`; available entries: `run`, `fail`".to_owned()),
+            (
+                1,
+                "cannot spawn: no entry named `missing`; available entries: `run`, `fail`"
+                    .to_owned()
+            ),
             (2, "cannot join <77777>: no such process".to_owned()),
-            (3, format!("cannot join {finished}: its result was already claimed by another join or wait")),
+            (
+                3,
+                format!(
+                    "cannot join {finished}: its result was already claimed by another join or \
+                     wait (or it was spawned detached and has finished: a detached process's \
+                     result is not kept)"
+                ),
+            ),
         ]
     );
 }

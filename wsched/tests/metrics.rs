@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use support::Scripted;
+use support::{until_a_message, HeldInStep, Scripted};
 use wsched::{Payload, Pid, ProcessState, Scheduler, Status};
 
 fn scheduler(workers: usize) -> Scheduler {
@@ -98,21 +98,9 @@ fn a_worker_held_in_a_step_is_robbed_by_halves_and_then_of_its_lifo_slot() {
     let s = scheduler(2);
     // Holds one worker inside a step until released, so that the children below
     // are spawned while nobody can steal them.
-    let (blocker_started, started) = mpsc::channel();
-    let (release_blocker, released) = mpsc::channel::<()>();
-    let blocker = s
-        .spawn(
-            Scripted::new(move |_, _, out| {
-                blocker_started.send(()).unwrap();
-                released.recv().unwrap();
-                out.set_status(Status::Done(Payload::unit()));
-                Ok(())
-            }),
-            "run",
-            (),
-        )
-        .unwrap();
-    started.recv().unwrap();
+    let held = HeldInStep::new();
+    let blocker = s.spawn(held.process, "run", ()).unwrap();
+    held.started.recv().unwrap();
 
     // On the other worker: spawn 100 children (99 in the deque, the last in the LIFO
     // slot), let the blocker go, and stay inside the step until the children are all
@@ -142,7 +130,7 @@ fn a_worker_held_in_a_step_is_robbed_by_halves_and_then_of_its_lifo_slot() {
         queued == [99, 0] || queued == [0, 99],
         "the holder's deque has 99 children: {queued:?}"
     );
-    release_blocker.send(()).unwrap();
+    held.release.send(()).unwrap();
     s.wait(blocker).unwrap();
     s.wait(holder).unwrap();
 
@@ -159,21 +147,9 @@ fn a_worker_held_in_a_step_is_robbed_by_halves_and_then_of_its_lifo_slot() {
 #[test]
 fn messages_queued_for_a_process_inside_a_long_step_are_listed_by_type() {
     let s = scheduler(1);
-    let (started_tx, started) = mpsc::channel();
-    let (release, released) = mpsc::channel::<()>();
-    let pid = s
-        .spawn(
-            Scripted::new(move |_, _, out| {
-                started_tx.send(()).unwrap();
-                released.recv().unwrap();
-                out.set_status(Status::Done(Payload::unit()));
-                Ok(())
-            }),
-            "run",
-            (),
-        )
-        .unwrap();
-    started.recv().unwrap();
+    let held = HeldInStep::new();
+    let pid = s.spawn(held.process, "run", ()).unwrap();
+    held.started.recv().unwrap();
     for i in 0..3_u32 {
         s.send(pid, i).unwrap();
     }
@@ -193,7 +169,7 @@ fn messages_queued_for_a_process_inside_a_long_step_are_listed_by_type() {
         .collect();
     assert_eq!(summary, [("u32", 4), ("alloc::string::String", 1)]);
     assert_eq!(info.outstanding_yields(), 0);
-    release.send(()).unwrap();
+    held.release.send(()).unwrap();
     s.wait(pid).unwrap();
 }
 
@@ -202,18 +178,7 @@ fn time_in_state_covers_the_wait_and_busy_time_stays_within_wall_time() {
     let built = Instant::now();
     let s = scheduler(2);
     let pid = s
-        .spawn(
-            Scripted::new(|_, events, out| {
-                if events.is_empty() {
-                    out.set_status(Status::WaitingForMessage);
-                } else {
-                    out.set_status(Status::Done(Payload::unit()));
-                }
-                Ok(())
-            }),
-            "run",
-            (),
-        )
+        .spawn(until_a_message(|| Status::WaitingForMessage), "run", ())
         .unwrap();
     wait_until(&s, "the process has stepped once", |m| m.total().steps >= 1);
     let waited_from = Instant::now();
@@ -246,22 +211,16 @@ fn time_in_state_covers_the_wait_and_busy_time_stays_within_wall_time() {
 #[test]
 fn messages_queued_in_a_bounded_mailbox_are_listed_too() {
     let s = scheduler(1);
-    let (started_tx, started) = mpsc::channel();
-    let (release, released) = mpsc::channel::<()>();
+    let held = HeldInStep::new();
     let pid = s
         .spawn_with(
-            Scripted::new(move |_, _, out| {
-                started_tx.send(()).unwrap();
-                released.recv().unwrap();
-                out.set_status(Status::Done(Payload::unit()));
-                Ok(())
-            }),
+            held.process,
             "run",
             (),
             wsched::SpawnOptions::new().bounded_mailbox(4, wsched::Overflow::Reject),
         )
         .unwrap();
-    started.recv().unwrap();
+    held.started.recv().unwrap();
     s.send(pid, 1_u8).unwrap();
     s.send(pid, 2_u8).unwrap();
     let info = s
@@ -273,7 +232,7 @@ fn messages_queued_in_a_bounded_mailbox_are_listed_too() {
     assert_eq!(info.waiting_messages[0].type_name, "u8");
     assert_eq!(info.bounded_mailbox.expect("bounded").queued, 2);
     assert!(info.to_string().contains("2 messages waiting"), "{info}");
-    release.send(()).unwrap();
+    held.release.send(()).unwrap();
     s.wait(pid).unwrap();
 }
 
@@ -287,34 +246,12 @@ fn top_ranks_the_busy_process_first_now_and_over_a_window() {
         .unwrap();
     // Steps until told to stop, by a message.
     let busy = s
-        .spawn(
-            Scripted::new(|_, events, out| {
-                out.set_status(if events.is_empty() {
-                    Status::Continue
-                } else {
-                    Status::Done(Payload::unit())
-                });
-                Ok(())
-            }),
-            "run",
-            (),
-        )
+        .spawn(until_a_message(|| Status::Continue), "run", ())
         .unwrap();
     let idle: Vec<Pid> = (0..3)
         .map(|_| {
-            s.spawn(
-                Scripted::new(|_, events, out| {
-                    out.set_status(if events.is_empty() {
-                        Status::WaitingForMessage
-                    } else {
-                        Status::Done(Payload::unit())
-                    });
-                    Ok(())
-                }),
-                "run",
-                (),
-            )
-            .unwrap()
+            s.spawn(until_a_message(|| Status::WaitingForMessage), "run", ())
+                .unwrap()
         })
         .collect();
     wait_until(&s, "the busy process has stepped a while", |m| {

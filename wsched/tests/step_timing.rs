@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use support::Scripted;
+use support::{until_a_message, Scripted};
 use wsched::{Event, LongStep, Payload, Scheduler, Status};
 
 fn timed(workers: usize) -> Scheduler {
@@ -30,18 +30,7 @@ fn spin(d: Duration) {
 fn timing_is_off_by_default() {
     let s = Scheduler::builder().workers(1).build().unwrap();
     let pid = s
-        .spawn(
-            Scripted::new(|_, events, out| {
-                out.set_status(if events.is_empty() {
-                    Status::WaitingForMessage
-                } else {
-                    Status::Done(Payload::unit())
-                });
-                Ok(())
-            }),
-            "run",
-            (),
-        )
+        .spawn(until_a_message(|| Status::WaitingForMessage), "run", ())
         .unwrap();
     assert!(s.metrics().step_timing.is_none());
     let listed = s.processes().into_iter().find(|p| p.pid == pid).unwrap();

@@ -92,6 +92,7 @@ pub const NAMES: &[&str] = &[
     "yield_all_vs_separate",
     "ring",
     "fan_out_in",
+    "observability",
     "deque_owner",
     "deque_steal",
     "memory_idle",
@@ -311,6 +312,26 @@ pub fn workload(name: &'static str, w: usize, s: &Sizes) -> Option<Workload> {
                 Variant::new(
                     "#[process]",
                     expect(sum, move || wsched_side::fan_out_in(w, fan, rounds)),
+                ),
+            ]
+        }
+        "observability" => {
+            // What the opt-in observability costs: ping-pong with it on, against the
+            // same with it off (the baseline here is wsched itself, not tokio).
+            let rounds = s.ping_pong_rounds;
+            let sum = triangle(u64::from(rounds) + 1);
+            let ping_pong = move |configure: fn(wsched::Builder) -> wsched::Builder| {
+                expect(sum, move || {
+                    let s = wsched_side::scheduler_with(w, configure);
+                    wsched_side::ping_pong_on(s, 1, || wsched_side::Ping, || rounds)
+                })
+            };
+            vec![
+                Variant::new("#[process], all off", ping_pong(|b| b)),
+                Variant::new("step timing on", ping_pong(|b| b.step_timing(true))),
+                Variant::new(
+                    "recorder on",
+                    ping_pong(|b| b.record(wsched::RecordOptions::new())),
                 ),
             ]
         }

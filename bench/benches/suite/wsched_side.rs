@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use wsched::command::Completer;
 use wsched::prelude::*;
-use wsched::{IntoProcess, Scheduler};
+use wsched::{Builder, IntoProcess, Scheduler};
 
 use crate::harness::{Measured, Stopwatch};
 use crate::latch::{self, Latch};
@@ -29,11 +29,18 @@ impl Command for Nop {
 }
 
 pub fn scheduler(workers: usize) -> Scheduler {
-    Scheduler::builder()
-        .workers(workers)
-        .handler(|_: Nop, done: Completer<Nop>| done.complete(()))
-        .build()
-        .expect("the scheduler starts")
+    scheduler_with(workers, |builder| builder)
+}
+
+/// [`scheduler`], configured further by `configure` (the observability costs).
+pub fn scheduler_with(workers: usize, configure: impl FnOnce(Builder) -> Builder) -> Scheduler {
+    configure(
+        Scheduler::builder()
+            .workers(workers)
+            .handler(|_: Nop, done: Completer<Nop>| done.complete(())),
+    )
+    .build()
+    .expect("the scheduler starts")
 }
 
 /// Shuts down; a process still live then is an error.
@@ -223,7 +230,16 @@ pub fn ping_pong<P: IntoProcess>(
     ping: impl Fn() -> P,
     input: impl Fn() -> u32,
 ) -> Result<(u64, Measured), String> {
-    let s = scheduler(workers);
+    ping_pong_on(scheduler(workers), pairs, ping, input)
+}
+
+/// [`ping_pong`] on a scheduler built by the caller.
+pub fn ping_pong_on<P: IntoProcess>(
+    s: Scheduler,
+    pairs: u32,
+    ping: impl Fn() -> P,
+    input: impl Fn() -> u32,
+) -> Result<(u64, Measured), String> {
     let clock = Stopwatch::start();
     let pings = (0..pairs)
         .map(|_| s.spawn(ping(), "run", (input(),)))

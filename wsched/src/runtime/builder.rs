@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::dead_letters::{DeadLetter, DeadLetterHook, DeadLetters};
 use super::queue::inject::GLOBAL_BATCH;
 use super::queue::local;
+use super::recorder::{RecordOptions, Recorder};
 use super::scheduler::{Handle, Scheduler};
 use super::shared::{Shared, SharedParts};
 use super::timing::{LongStepHook, Timing, TimingOptions};
@@ -45,6 +46,7 @@ pub struct Builder {
     registrations: Vec<Registration>,
     on_unobserved_failure: Option<FailureHook>,
     on_dead_letter: Option<DeadLetterHook>,
+    record: Option<RecordOptions>,
     step_timing: bool,
     long_step: Option<Duration>,
     on_long_step: Option<LongStepHook>,
@@ -64,6 +66,7 @@ impl Builder {
             registrations: Vec::new(),
             on_unobserved_failure: None,
             on_dead_letter: None,
+            record: None,
             step_timing: false,
             long_step: None,
             on_long_step: None,
@@ -199,6 +202,40 @@ impl Builder {
         self
     }
 
+    /// Records scheduler events (off by default) into buffers allocated now, one per
+    /// worker and one for threads that are not workers, each holding
+    /// [`RecordOptions::capacity_per_worker`] events, the last ones in ring mode.
+    /// [`Scheduler::recording`] copies them out at any time, as a [`Recording`]
+    /// that renders to Chrome / Perfetto JSON, SVG or text; a shutdown that times out
+    /// puts one in its [`ShutdownReport`](crate::ShutdownReport).
+    ///
+    /// Recorded: each step (process, start, outcome), each process made runnable
+    /// (spawned, woken, requeued), spawns with their entries, workers going idle,
+    /// parking and waking, steals, and every few hundred steps and at each park
+    /// and wake-up, queue depths and the live-process count. Workers write their own
+    /// buffers without locks; the clock is read once per step and on idle paths, so
+    /// a step's slice lasts until its worker picks its next task (it includes the
+    /// runtime's handling of the step), and an event inside a step is stamped with
+    /// the step's end. Off, each hook costs one branch.
+    ///
+    /// ```
+    /// use wsched::{RecordOptions, Scheduler};
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).record(RecordOptions::new()).build()?;
+    /// // ... run processes ...
+    /// let recording = scheduler.recording().expect("recording is on");
+    /// let mut json = Vec::new();
+    /// recording.write_chrome_json(&mut json)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// [`Scheduler::recording`]: crate::Scheduler::recording
+    /// [`Recording`]: crate::Recording
+    pub fn record(mut self, options: RecordOptions) -> Self {
+        self.record = Some(options);
+        self
+    }
+
     /// Times every step (off by default): per worker, a histogram of step durations
     /// and one of wake latencies; per process, its busy time
     /// ([`ProcessInfo::busy`](crate::ProcessInfo::busy)). Read them in
@@ -286,6 +323,7 @@ impl Builder {
             timers,
             dead_letters: DeadLetters::new(self.on_dead_letter),
             unobserved: UnobservedFailures::new(self.on_unobserved_failure),
+            recorder: self.record.map(|o| Box::new(Recorder::new(workers, o))),
             timing: self.step_timing.then(|| {
                 Box::new(Timing::new(
                     workers,
@@ -342,6 +380,7 @@ impl std::fmt::Debug for Builder {
                 &self.on_unobserved_failure.is_some(),
             )
             .field("on_dead_letter", &self.on_dead_letter.is_some())
+            .field("record", &self.record)
             .field("step_timing", &self.step_timing)
             .field("long_step_threshold", &self.long_step)
             .field("on_long_step", &self.on_long_step.is_some())

@@ -22,6 +22,7 @@
 //! | `live.rs` | the live-process count, per worker, that shutdown waits on |
 //! | `worker.rs` | the worker loop: find work, step, dispatch |
 //! | `metrics.rs` | always-on counters and the process listing |
+//! | `recorder/` | the optional event recorder, its timeline JSON and its pictures |
 //! | `timing.rs` | opt-in step timing: step and wake-latency histograms, busy time, the long-step detector |
 //! | `top.rs` | ranking processes by steps, busy time or mailbox, now or over a window |
 
@@ -41,6 +42,7 @@ mod live;
 mod metrics;
 mod monitors;
 mod names;
+pub(crate) mod recorder;
 mod registry;
 mod scheduler;
 pub(crate) mod shared;
@@ -58,6 +60,10 @@ pub use dead_letters::{DeadLetter, DeadLetterReason};
 pub use links::Exit;
 pub use metrics::{MessageCount, Metrics, ProcessInfo, WorkerMetrics};
 pub use monitors::{Down, Monitor, MonitorRef};
+pub use recorder::{
+    Activity, EventKind, Lane, ProcessSlice, RecordOptions, RecordedEvent, Recording, Slice,
+    SliceKind, Steal, StepOutcome, SvgOptions,
+};
 pub use scheduler::{Handle, Scheduler, ShutdownReport};
 pub use spawn_options::SpawnOptions;
 pub use state::ProcessState;

@@ -11,6 +11,7 @@ use super::builder::Builder;
 use super::cell::NewProcess;
 use super::metrics::{Metrics, ProcessInfo};
 use super::monitors::Monitor;
+use super::recorder::Recording;
 use super::shared::Shared;
 use super::spawn_options::SpawnOptions;
 use crate::command::timed::{self, Repeat};
@@ -85,6 +86,11 @@ pub struct ShutdownReport {
     pub stopped: Vec<Pid>,
     /// How long the shutdown took.
     pub elapsed: Duration,
+    /// When it timed out with [`Builder::record`] on: the recording, taken after
+    /// the workers stopped (in ring mode, what led up to the timeout). Also written
+    /// to [`RecordOptions::dump_on_timeout`](crate::RecordOptions::dump_on_timeout)'s
+    /// path if one was given.
+    pub recording: Option<Arc<Recording>>,
 }
 
 impl Scheduler {
@@ -275,6 +281,11 @@ impl Scheduler {
         self.handle.processes()
     }
 
+    /// See [`Handle::recording`].
+    pub fn recording(&self) -> Option<Recording> {
+        self.handle.recording()
+    }
+
     /// See [`Handle::top`].
     ///
     /// # Errors
@@ -337,10 +348,11 @@ impl Scheduler {
         let metrics_before = shared.metrics();
         shared.stop_accepting();
         shared.cancel_all();
-        let stopped = if shared.wait_all_done(started + timeout) {
-            Vec::new()
-        } else {
+        let timed_out = !shared.wait_all_done(started + timeout);
+        let stopped = if timed_out {
             shared.stop_all()
+        } else {
+            Vec::new()
         };
         shared.terminate();
         for thread in self.threads.lock().drain(..) {
@@ -357,6 +369,7 @@ impl Scheduler {
             finished: usize::try_from(finished).unwrap_or(usize::MAX),
             stopped,
             elapsed: started.elapsed(),
+            recording: timed_out.then(|| shared.dump_recording()).flatten(),
         };
         *report = Some(new.clone());
         new
@@ -788,6 +801,24 @@ impl Handle {
     /// Every live process: PID, state, entry, steps taken and where it waits.
     pub fn processes(&self) -> Vec<ProcessInfo> {
         self.shared.processes()
+    }
+
+    /// A copy of what the recorder holds now, if [`Builder::record`] turned it on:
+    /// the workers go on running (and recording) meanwhile. See
+    /// [`Recording`] for what can be done with it.
+    ///
+    /// ```
+    /// use wsched::{RecordOptions, Scheduler};
+    ///
+    /// let off = Scheduler::builder().workers(1).build()?;
+    /// assert!(off.handle().recording().is_none());
+    /// let on = Scheduler::builder().workers(1).record(RecordOptions::new()).build()?;
+    /// let recording = on.handle().recording().expect("on");
+    /// println!("{}", recording.to_terminal(80));
+    /// # Ok::<(), wsched::BuildError>(())
+    /// ```
+    pub fn recording(&self) -> Option<Recording> {
+        self.shared.recording()
     }
 }
 

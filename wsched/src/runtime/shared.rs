@@ -20,6 +20,7 @@ use super::names::Names;
 use super::queue::inject::Inject;
 use super::queue::lifo::LifoSlot;
 use super::queue::local::Steal;
+use super::recorder::Recorder;
 use super::registry::Registry;
 use super::timing::Timing;
 use super::unobserved::{is_failure, FailureReport, UnobservedFailures};
@@ -87,6 +88,8 @@ pub(crate) struct Shared {
     /// Milliseconds since the scheduler was built, for the processes' state stamps;
     /// its start is the origin of the workers' busy clocks too.
     pub(crate) clock: CoarseClock,
+    /// The event recorder, if on (see `recorder/`): each hook is one branch when off.
+    pub(crate) recorder: Option<Box<Recorder>>,
 }
 
 /// The lifecycle flags (see `Shared::spawn` and `Shared::stop_all`).
@@ -111,6 +114,7 @@ pub(crate) struct SharedParts {
     pub(crate) timers: Arc<Timers>,
     pub(crate) dead_letters: DeadLetters,
     pub(crate) unobserved: UnobservedFailures,
+    pub(crate) recorder: Option<Box<Recorder>>,
     pub(crate) timing: Option<Box<Timing>>,
 }
 
@@ -162,6 +166,7 @@ impl Shared {
             dead_letters: parts.dead_letters,
             overflows: OverflowCounts::default(),
             unobserved: parts.unobserved,
+            recorder: parts.recorder,
             timing: parts.timing,
         })
     }
@@ -222,6 +227,9 @@ impl Shared {
         };
         self.count(caller, ProcessEvent::Spawned);
         cell.stamp(self.clock.now());
+        if let Some(r) = &self.recorder {
+            r.spawned(caller, pid, cell.entry());
+        }
         if linked {
             // Before it is published: it can neither run nor end unlinked.
             let parent = parent.expect("only a process spawns linked");
@@ -275,6 +283,9 @@ impl Shared {
     pub(crate) fn schedule_batch(&self, woken: &mut Vec<CellRef>) {
         if woken.is_empty() {
             return;
+        }
+        if let Some(r) = &self.recorder {
+            r.runnable_batch(woken);
         }
         self.inject.push_batch_remote(woken.drain(..));
         self.idle.notify_one();

@@ -70,7 +70,7 @@ pub(crate) struct Clock {
 }
 
 impl Clock {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let tsc = tsc_is_the_system_clock();
         let mut clock = Self {
             start: Instant::now(),
@@ -109,7 +109,12 @@ impl Clock {
         }
     }
 
-    fn duration(ticks: u64, femtos_per_tick: u64) -> Duration {
+    /// What the clock read when it was made.
+    pub(crate) fn start_ticks(&self) -> u64 {
+        self.start_ticks
+    }
+
+    pub(crate) fn duration(ticks: u64, femtos_per_tick: u64) -> Duration {
         let nanos = u128::from(ticks) * u128::from(femtos_per_tick) / 1_000_000;
         Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
     }

@@ -190,6 +190,9 @@ fn schedule(shared: &Shared, task: Task, placement: Placement) {
     let mut task = Some(task);
     let pushed = with_core(shared, |core| {
         let task = task.take().expect("taken once");
+        if let Some(r) = &shared.recorder {
+            r.runnable(core.index, task.pid());
+        }
         if shared.timing.is_some() {
             // Its own step again, or not into the slot: nothing to measure.
             core.lifo_woken = placement == Placement::Lifo;
@@ -225,6 +228,9 @@ fn schedule(shared: &Shared, task: Task, placement: Placement) {
         // Only the LIFO slot changed, at the end of a step: this worker runs it next.
         (Some(Pushed::LifoAfterStep), _) => {}
         (None, Some(task)) => {
+            if let Some(r) = &shared.recorder {
+                r.runnable_outside(task.pid());
+            }
             shared.inject.push_remote(task);
             shared.idle.notify_one();
         }
@@ -298,6 +304,9 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
                 }
             }
             None => {
+                if let (0, Some(r)) = (idle_rounds, &shared.recorder) {
+                    r.idle(shared, index);
+                }
                 idle_rounds += 1;
                 if idle_rounds < SPIN_ROUNDS {
                     for _ in 0..(1 << idle_rounds) {
@@ -440,6 +449,9 @@ impl Core {
                 {
                     counters.steals.add(1);
                     counters.stolen.add(taken as u64);
+                    if let Some(r) = &shared.recorder {
+                        r.steal(self.index, victim, taken);
+                    }
                     return Some(task);
                 }
             }
@@ -454,6 +466,9 @@ impl Core {
                     counters.steals.add(1);
                     counters.stolen.add(1);
                     counters.lifo_steals.add(1);
+                    if let Some(r) = &shared.recorder {
+                        r.steal(self.index, victim, 1);
+                    }
                     return Some(task);
                 }
             }
@@ -561,6 +576,9 @@ fn park(
         counters.noop_wakes.add(1);
     }
     counters.busy.park(shared.clock.start());
+    if let Some(r) = &shared.recorder {
+        r.park(index);
+    }
     // Read after registering (and its fence): see "Watching LIFO slots" in idle.rs.
     if core.borrow().lifo_to_watch(shared) {
         if !shared.idle.park_watching(index, *watch) {
@@ -568,6 +586,9 @@ fn park(
             // taken by `steal_lifo`), and sleep longer next time if there is nothing.
             *watch = (*watch * 2).min(WATCH_MAX);
             counters.busy.wake(shared.clock.start());
+            if let Some(r) = &shared.recorder {
+                r.unpark(shared, index);
+            }
             return Parked::TimedOut;
         }
     } else {
@@ -576,6 +597,9 @@ fn park(
     counters.busy.wake(shared.clock.start());
     shared.clock.refresh();
     *woken = true;
+    if let Some(r) = &shared.recorder {
+        r.unpark(shared, index);
+    }
     // The waker counted this worker as searching.
     core.borrow_mut().searching = true;
     Parked::Woken
@@ -620,6 +644,9 @@ fn run_task(
     let mut budget = RESTEP_BUDGET;
     loop {
         out.clear();
+        if let Some(r) = &shared.recorder {
+            r.step_start(shared, index, task.pid());
+        }
         let timed = shared.timing.as_deref().map(|timing| {
             (
                 timing,
@@ -638,6 +665,14 @@ fn run_task(
         // user values: dropped quietly.
         clear_quietly(events);
         owned.record_step(out.suspend_point_ref());
+        if let Some(r) = &shared.recorder {
+            r.step_end(
+                index,
+                task.pid(),
+                matches!(stepped, Ok(Ok(()))),
+                out.status(),
+            );
+        }
 
         let status = match stepped {
             Err(panic) => {

@@ -202,3 +202,46 @@ pub fn quiet_expected_panics(marker: &'static str) {
         }));
     });
 }
+
+/// A process whose first step lasts until the test lets it go: it says when the
+/// step has begun, then waits for the release and ends. What a test uses to hold a
+/// worker, or to fill a mailbox that no step drains meanwhile.
+pub struct HeldInStep {
+    pub process: Scripted,
+    /// Receives once the step has begun.
+    pub started: std::sync::mpsc::Receiver<()>,
+    /// Ends the step.
+    pub release: std::sync::mpsc::Sender<()>,
+}
+
+impl HeldInStep {
+    pub fn new() -> Self {
+        let (started_tx, started) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let released = std::sync::Mutex::new(released);
+        let process = Scripted::new(move |_, _, out| {
+            started_tx.send(()).unwrap();
+            released.lock().unwrap().recv().unwrap();
+            out.set_status(Status::Done(Payload::unit()));
+            Ok(())
+        });
+        Self {
+            process,
+            started,
+            release,
+        }
+    }
+}
+
+/// A process that waits for one message, then ends; `first` is the status of its
+/// first step (`WaitingForMessage`, or `Continue` to step until the message comes).
+pub fn until_a_message(first: fn() -> Status) -> Scripted {
+    Scripted::new(move |_, events, out| {
+        out.set_status(if events.is_empty() {
+            first()
+        } else {
+            Status::Done(Payload::unit())
+        });
+        Ok(())
+    })
+}

@@ -25,6 +25,8 @@ mod loom_monitors;
 #[cfg(loom)]
 mod loom_names;
 #[cfg(loom)]
+mod loom_recorder;
+#[cfg(loom)]
 mod loom_scheduler;
 #[cfg(loom)]
 mod loom_state;
@@ -32,6 +34,8 @@ mod loom_state;
 mod loom_timed;
 #[cfg(loom)]
 mod loom_timers;
+#[cfg(not(loom))]
+mod recorder_stress;
 #[cfg(not(loom))]
 mod timers_stress;
 
