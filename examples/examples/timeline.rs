@@ -59,6 +59,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| ".".to_owned()));
     std::fs::create_dir_all(&dir)?;
 
+    // ANCHOR: record
     let scheduler = Scheduler::builder()
         .workers(4)
         .record(RecordOptions::new().capacity_per_worker(1 << 14))
@@ -74,6 +75,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     drop(out);
     let svg = dir.join("timeline.svg");
     std::fs::write(&svg, recording.to_svg_with(&SvgOptions::new().width(1200)))?;
+    // ANCHOR_END: record
 
     println!("{leaves} leaves; {} steals", recording.steals().len());
     println!("{}", recording.to_terminal(100));

@@ -27,7 +27,8 @@
 //! why processes; getting started; your first process; commands and handlers;
 //! messages and PIDs; many commands at once; errors, panics and cancellation; testing
 //! a process step by step (see [`testing`]); when processes fail (monitors, links,
-//! supervisors, calls, names, bounded mailboxes, dead letters); observability;
+//! supervisors, calls, names, bounded mailboxes, dead letters); observability
+//! (metrics, listings, step timing, `top`, recorded timelines);
 //! writing a [`Process`] by hand; how the scheduler works inside (work stealing, the
 //! local deque and LIFO slot, the global queue, spinning and parking, the process
 //! states); performance; and a reference of the `#[process]` macro's syntax and of
