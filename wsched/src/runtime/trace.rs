@@ -24,7 +24,7 @@
 //! | TRACE | `cancel` | a cancel the step receives |
 //! | TRACE | `yield` | `tag`, `command` (the type): a command the step yielded |
 //! | DEBUG | `spawned` | `pid`, `entry`, `parent` |
-//! | DEBUG | `exited` | `pid`, `entry`, `reason` (an [`ExitReason`]'s text) |
+//! | DEBUG | `exited` | `pid`, `entry`, `reason` (an [`ExitReason`](crate::ExitReason)'s text) |
 //! | WARN | `process failed` | `pid`, `entry`, `reason`: a failure (an error, or a link's) |
 //! | WARN | `process panicked` | `pid`, `entry`, `phase`, `panic` (the message) |
 //! | WARN | `dead letter` | `to`, `from`, `payload`, `reason` (a [`DeadLetterReason`]) |
