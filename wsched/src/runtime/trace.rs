@@ -47,6 +47,7 @@ use std::time::Duration;
 
 use super::cell::Owned;
 use super::DeadLetterReason;
+use crate::entry_name::EntryName;
 use crate::error::ProcessError;
 use crate::payload::Payload;
 use crate::pid::Pid;
@@ -126,10 +127,12 @@ impl SpanSlot {
     }
 
     /// The span of process `pid` running `entry`, spawned by `parent`: a root
-    /// span, whatever span the spawner is in.
+    /// span, whatever span the spawner is in. The entry is read only if the span is
+    /// enabled (reading it checks UTF-8: a cost without the feature, where an
+    /// argument `&str` was made and not used).
     #[inline(always)]
     #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
-    pub(crate) fn process(pid: Pid, entry: &str, parent: Option<Pid>) -> Self {
+    pub(crate) fn process(pid: Pid, entry: &EntryName, parent: Option<Pid>) -> Self {
         Self {
             #[cfg(feature = "tracing")]
             span: std::cell::UnsafeCell::new(tracing::span!(
@@ -138,7 +141,7 @@ impl SpanSlot {
                 Level::DEBUG,
                 "process",
                 pid = pid.as_u64(),
-                entry,
+                entry = entry.as_str(),
                 parent = parent.map(Pid::as_u64),
             )),
         }

@@ -580,7 +580,7 @@ impl NewProcess {
         header.pid = pid;
         header.handle = Some(handle.clone());
         header.parent = parent;
-        header.span = SpanSlot::process(pid, header.entry.as_str(), parent);
+        header.span = SpanSlot::process(pid, &header.entry, parent);
         let cell = self.0;
         let mut owned = Owned { cell: &cell };
         let initialised = owned
