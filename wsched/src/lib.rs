@@ -19,6 +19,20 @@
 //! [`Builder::on_unobserved_failure`], and messages nobody read — left at the end,
 //! or dropped by a full mailbox — to [`Builder::on_dead_letter`], all counted in
 //! [`Metrics`].
+//!
+//! # Tracing
+//!
+//! With the `tracing` cargo feature (off by default), the scheduler reports to
+//! `tracing` subscribers: each process has a span, `process` at DEBUG with its
+//! `pid`, `entry` and `parent`, entered for each of its steps (a root: never a child
+//! of its spawner's span); inside it, TRACE events for the messages, completions and
+//! cancels a step receives and the commands it yields, DEBUG events when it is
+//! spawned and when it exits (with its [`ExitReason`]), WARN events when it fails or
+//! panics. Dead letters and long steps (see [`Builder::long_step_threshold`]) are
+//! WARN events too; workers (target `wsched::worker`) trace their steals and parks
+//! at TRACE. Process events have the target `wsched`. Without the feature none of
+//! this is compiled in; with it and no subscriber, a step costs about a dozen more
+//! instructions.
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
