@@ -20,6 +20,20 @@
 //! or dropped by a full mailbox — to [`Builder::on_dead_letter`], all counted in
 //! [`Metrics`].
 //!
+//! # Tracing
+//!
+//! With the `tracing` cargo feature (off by default), the scheduler reports to
+//! `tracing` subscribers: each process has a span, `process` at DEBUG with its
+//! `pid`, `entry` and `parent`, entered for each of its steps (a root: never a child
+//! of its spawner's span); inside it, TRACE events for the messages, completions and
+//! cancels a step receives and the commands it yields, DEBUG events when it is
+//! spawned and when it exits (with its [`ExitReason`]), WARN events when it fails or
+//! panics. Dead letters and long steps (see [`Builder::long_step_threshold`]) are
+//! WARN events too; workers (target `wsched::worker`) trace their steals and parks
+//! at TRACE. Process events have the target `wsched`. Without the feature none of
+//! this is compiled in; with it and no subscriber, a step costs about a dozen more
+//! instructions.
+//!
 //! # The book
 //!
 //! The repository's `book/` directory holds a guide to wsched (build it with
@@ -28,7 +42,7 @@
 //! messages and PIDs; many commands at once; errors, panics and cancellation; testing
 //! a process step by step (see [`testing`]); when processes fail (monitors, links,
 //! supervisors, calls, names, bounded mailboxes, dead letters); observability
-//! (metrics, listings, step timing, `top`, recorded timelines);
+//! (metrics, listings, step timing, `top`, tracing, recorded timelines);
 //! writing a [`Process`] by hand; how the scheduler works inside (work stealing, the
 //! local deque and LIFO slot, the global queue, spinning and parking, the process
 //! states); performance; and a reference of the `#[process]` macro's syntax and of

@@ -53,6 +53,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::drop_quietly;
+use super::trace;
 use crate::payload::Payload;
 use crate::pid::Pid;
 use crate::process::{Event, Message};
@@ -169,6 +170,7 @@ impl DeadLetters {
         reason: DeadLetterReason,
     ) {
         self.count.fetch_add(1, Ordering::Relaxed);
+        trace::dead_letter(to, from, &payload, reason);
         let letter = DeadLetter {
             to,
             from,

@@ -25,6 +25,7 @@
 //! | `recorder/` | the optional event recorder, its timeline JSON and its pictures |
 //! | `timing.rs` | opt-in step timing: step and wake-latency histograms, busy time, the long-step detector |
 //! | `top.rs` | ranking processes by steps, busy time or mailbox, now or over a window |
+//! | `trace.rs` | the `tracing` integration (the `tracing` feature): every hook, empty without it |
 
 pub(crate) mod queue;
 #[cfg(test)]
@@ -50,6 +51,7 @@ mod spawn_options;
 mod state;
 mod timing;
 pub(crate) mod top;
+mod trace;
 mod unobserved;
 mod worker;
 

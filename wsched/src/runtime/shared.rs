@@ -23,6 +23,7 @@ use super::queue::local::Steal;
 use super::recorder::Recorder;
 use super::registry::Registry;
 use super::timing::Timing;
+use super::trace;
 use super::unobserved::{is_failure, FailureReport, UnobservedFailures};
 use super::worker::{self, Caller};
 use crate::command::blocking::BlockingPool;
@@ -545,6 +546,7 @@ impl Shared {
         result: Result<Payload, ProcessError>,
         unwatched: bool,
     ) -> Option<FailureReport> {
+        trace::exited(&owned, &result);
         let mut report = None;
         let event = match &result {
             Ok(_) => ProcessEvent::Finished,

@@ -52,6 +52,7 @@ use crossbeam_utils::CachePadded;
 use super::drop_quietly;
 use super::metrics::Counter;
 use super::shared::Shared;
+use super::trace;
 use crate::pid::Pid;
 use crate::process::SuspendPoint;
 
@@ -272,6 +273,12 @@ impl Timing {
 
     fn report(&self, step: LongStep) {
         self.long_steps.fetch_add(1, Ordering::Relaxed);
+        trace::trace_long_step(
+            step.pid,
+            &step.entry,
+            step.resumed_from.as_ref(),
+            step.running_for,
+        );
         let ran = catch_unwind(AssertUnwindSafe(|| match &self.hook {
             Some(hook) => hook(&step),
             None => eprintln!("wsched: {step}"),

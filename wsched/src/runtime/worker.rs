@@ -39,6 +39,7 @@ use super::queue::lifo::LifoSlot;
 use super::queue::local::Local;
 use super::shared::{Shared, Task};
 use super::state::Suspend;
+use super::trace;
 use super::Handle;
 use super::{drop_all_quietly, drop_quietly, panic_message};
 use crate::command::dispatch_direct;
@@ -452,6 +453,7 @@ impl Core {
                     if let Some(r) = &shared.recorder {
                         r.steal(self.index, victim, taken);
                     }
+                    trace::steal(self.index, victim, taken, false);
                     return Some(task);
                 }
             }
@@ -469,6 +471,7 @@ impl Core {
                     if let Some(r) = &shared.recorder {
                         r.steal(self.index, victim, 1);
                     }
+                    trace::steal(self.index, victim, 1, true);
                     return Some(task);
                 }
             }
@@ -572,6 +575,7 @@ fn park(
     }
     let counters = &shared.counters[index];
     counters.parks.add(1);
+    trace::park(index);
     if std::mem::take(woken) {
         counters.noop_wakes.add(1);
     }
@@ -589,12 +593,14 @@ fn park(
             if let Some(r) = &shared.recorder {
                 r.unpark(shared, index);
             }
+            trace::unpark(index, true);
             return Parked::TimedOut;
         }
     } else {
         shared.idle.park(index);
     }
     counters.busy.wake(shared.clock.start());
+    trace::unpark(index, false);
     shared.clock.refresh();
     *woken = true;
     if let Some(r) = &shared.recorder {
@@ -647,6 +653,7 @@ fn run_task(
         if let Some(r) = &shared.recorder {
             r.step_start(shared, index, task.pid());
         }
+        let span = trace::step(&owned, events);
         let timed = shared.timing.as_deref().map(|timing| {
             (
                 timing,
@@ -697,6 +704,7 @@ fn run_task(
 
         // Yields go out in order, after the step, before the state changes.
         if !out.yields().is_empty() {
+            trace::yields(&span, out.yields());
             dispatch_direct(task, events, || {
                 out.dispatch_yields(|y| shared.handlers.dispatch(&shared.blocking, task, y));
             });

@@ -10,6 +10,7 @@ use super::bounded::{Bounded, MailboxInfo, Pushed};
 use super::held::add_messages;
 use super::metrics::MessageCount;
 use super::state::{AfterStep, EventKind, ProcessState, State, StopRequest, Suspend};
+use super::trace::{self, SpanSlot};
 use crate::command::timer::TimerList;
 use crate::command::{Completer, Join};
 use crate::context::Context;
@@ -123,6 +124,9 @@ pub(crate) struct Header {
     /// Rebuilds the `dyn` pointer to the whole cell from a pointer to this header:
     /// the one place that remembers the body's concrete type.
     to_fat: fn(*const Header) -> *const ProcessCell,
+    /// The process's `tracing` span (zero-sized without the `tracing` feature; see
+    /// `runtime/trace.rs`). Only the owner touches it, as the body.
+    span: SpanSlot,
 }
 
 // SAFETY: `body` and `suspended_at` are the only fields that are not `Sync` by
@@ -132,7 +136,8 @@ pub(crate) struct Header {
 // touch them at once, and the AcqRel CASes that pass ownership on order one owner's
 // accesses before the next's. The body is `Send`, so moving that access between
 // threads is sound. `suspended_at` is written only by the owner and under the
-// mailbox lock, and read by others only under that lock (a `Copy` value).
+// mailbox lock, and read by others only under that lock (a `Copy` value). `span` is
+// the owner's alone, as the body.
 unsafe impl<B: ?Sized + Send> Sync for ProcessCell<B> {}
 // SAFETY: as above; the rest of the header is `Sync`.
 unsafe impl Sync for Header {}
@@ -408,6 +413,7 @@ impl ProcessCell {
                 suspended_at: UnsafeCell::new(None),
                 timers: TimerList::new(),
                 to_fat: fat_cell::<P>,
+                span: SpanSlot::none(),
             },
             body: UnsafeCell::new(ManuallyDrop::new(process)),
         })
@@ -574,6 +580,7 @@ impl NewProcess {
         header.pid = pid;
         header.handle = Some(handle.clone());
         header.parent = parent;
+        header.span = SpanSlot::process(pid, &header.entry, parent);
         let cell = self.0;
         let mut owned = Owned { cell: &cell };
         let initialised = owned
@@ -581,6 +588,7 @@ impl NewProcess {
             .expect("an unspawned process has its body");
         match initialised {
             Ok(()) => {
+                trace::spawned(&owned);
                 let ready = matches!(owned.finish_step(Suspend::Continue), Ok(true));
                 debug_assert!(ready, "nobody else can reach an unpublished cell");
                 Ok(cell)
@@ -911,6 +919,12 @@ impl Header {
 impl<'a> Owned<'a> {
     pub(crate) fn cell(&self) -> &ProcessCell {
         self.cell
+    }
+
+    /// The process's span (see `runtime/trace.rs`), which only the owner touches.
+    #[cfg(feature = "tracing")]
+    pub(crate) fn span(&self) -> &SpanSlot {
+        &self.cell.span
     }
 
     /// Moves the queued events into `buffer` (the worker's, which keeps its
