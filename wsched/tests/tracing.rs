@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard, Once};
 use std::time::{Duration, Instant};
 
-use support::Scripted;
+use support::{HeldInStep, Scripted};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event as TracingEvent, Level, Metadata, Subscriber};
@@ -486,23 +486,11 @@ fn failures_and_panics_are_warnings_in_their_processes_spans() {
 fn a_message_left_unread_at_the_end_is_a_dead_letter_warning() {
     let _turn = start();
     let s = scheduler(1);
-    let (started_tx, started) = mpsc::channel();
-    let (release, released) = mpsc::channel::<()>();
-    let pid = s
-        .spawn(
-            Scripted::new(move |_, _, out| {
-                started_tx.send(()).unwrap();
-                released.recv().unwrap();
-                out.set_status(Status::Done(Payload::unit()));
-                Ok(())
-            }),
-            "run",
-            (),
-        )
-        .unwrap();
-    started.recv().unwrap();
+    let held = HeldInStep::new();
+    let pid = s.spawn(held.process, "run", ()).unwrap();
+    held.started.recv().unwrap();
     s.send(pid, 5_u64).unwrap();
-    release.send(()).unwrap();
+    held.release.send(()).unwrap();
     s.wait(pid).unwrap();
     drop(s);
 
@@ -538,21 +526,9 @@ fn each_steal_is_a_worker_event_as_the_metrics_count_it() {
     // spawns 100 children and stays in its step until they are done, which only the
     // first worker, once released, can run by stealing them.
     let s = scheduler(2);
-    let (blocker_started, started) = mpsc::channel();
-    let (release_blocker, released) = mpsc::channel::<()>();
-    let blocker = s
-        .spawn(
-            Scripted::new(move |_, _, out| {
-                blocker_started.send(()).unwrap();
-                released.recv().unwrap();
-                out.set_status(Status::Done(Payload::unit()));
-                Ok(())
-            }),
-            "run",
-            (),
-        )
-        .unwrap();
-    started.recv().unwrap();
+    let held = HeldInStep::new();
+    let blocker = s.spawn(held.process, "run", ()).unwrap();
+    held.started.recv().unwrap();
     let left = Arc::new(AtomicUsize::new(100));
     let (all_done, children_done) = mpsc::channel();
     let (spawned_tx, spawned) = mpsc::channel();
@@ -580,7 +556,7 @@ fn each_steal_is_a_worker_event_as_the_metrics_count_it() {
         )
         .unwrap();
     spawned.recv().unwrap();
-    release_blocker.send(()).unwrap();
+    held.release.send(()).unwrap();
     s.wait(blocker).unwrap();
     s.wait(holder).unwrap();
     let total = s.metrics().total();
