@@ -4,11 +4,9 @@
 
 mod support;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use support::{until_a_message, HeldInStep, Scripted};
+use support::{robbed_worker, until_a_message, HeldInStep, Scripted};
 use wsched::{Payload, Pid, ProcessState, Scheduler, Status};
 
 fn scheduler(workers: usize) -> Scheduler {
@@ -21,18 +19,6 @@ fn scheduler(workers: usize) -> Scheduler {
 /// A process that ends in its first step.
 fn quick() -> Scripted {
     Scripted::new(|_, _, out| {
-        out.set_status(Status::Done(Payload::unit()));
-        Ok(())
-    })
-}
-
-/// A process that ends in its first step, counting down `left` as it does and
-/// telling `done` when it is the last.
-fn counted(left: Arc<AtomicUsize>, done: mpsc::Sender<()>) -> Scripted {
-    Scripted::new(move |_, _, out| {
-        if left.fetch_sub(1, Ordering::SeqCst) == 1 {
-            done.send(()).unwrap();
-        }
         out.set_status(Status::Done(Payload::unit()));
         Ok(())
     })
@@ -96,43 +82,11 @@ fn processes_spawned_or_woken_from_outside_are_remote_schedules() {
 #[test]
 fn a_worker_held_in_a_step_is_robbed_by_halves_and_then_of_its_lifo_slot() {
     let s = scheduler(2);
-    // Holds one worker inside a step until released, so that the children below
-    // are spawned while nobody can steal them.
-    let held = HeldInStep::new();
-    let blocker = s.spawn(held.process, "run", ()).unwrap();
-    held.started.recv().unwrap();
-
-    // On the other worker: spawn 100 children (99 in the deque, the last in the LIFO
-    // slot), let the blocker go, and stay inside the step until the children are all
-    // done, which only the other worker can run.
-    let left = Arc::new(AtomicUsize::new(100));
-    let (all_done, children_done) = mpsc::channel();
-    let (spawned_tx, spawned) = mpsc::channel();
-    let holder = s
-        .spawn(
-            Scripted::new(move |ctx, _, out| {
-                for _ in 0..100 {
-                    ctx.spawn_detached(counted(left.clone(), all_done.clone()), "run", ())
-                        .unwrap();
-                }
-                spawned_tx.send(()).unwrap();
-                children_done.recv().unwrap();
-                out.set_status(Status::Done(Payload::unit()));
-                Ok(())
-            }),
-            "run",
-            (),
-        )
-        .unwrap();
-    spawned.recv().unwrap();
-    let queued: Vec<usize> = s.metrics().workers.iter().map(|w| w.local_queue).collect();
+    let queued = robbed_worker(&s);
     assert!(
         queued == [99, 0] || queued == [0, 99],
         "the holder's deque has 99 children: {queued:?}"
     );
-    held.release.send(()).unwrap();
-    s.wait(blocker).unwrap();
-    s.wait(holder).unwrap();
 
     // Each steal takes half (rounded up) of what is left: 50, 25, 12, 6, 3, 2, 1;
     // then the child in the LIFO slot of the worker stuck in its step.

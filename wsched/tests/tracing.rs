@@ -14,11 +14,11 @@ mod support;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex, MutexGuard, Once};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Mutex, MutexGuard, Once};
 use std::time::{Duration, Instant};
 
-use support::{HeldInStep, Scripted};
+use support::{robbed_worker, HeldInStep, Scripted};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event as TracingEvent, Level, Metadata, Subscriber};
@@ -526,39 +526,7 @@ fn each_steal_is_a_worker_event_as_the_metrics_count_it() {
     // spawns 100 children and stays in its step until they are done, which only the
     // first worker, once released, can run by stealing them.
     let s = scheduler(2);
-    let held = HeldInStep::new();
-    let blocker = s.spawn(held.process, "run", ()).unwrap();
-    held.started.recv().unwrap();
-    let left = Arc::new(AtomicUsize::new(100));
-    let (all_done, children_done) = mpsc::channel();
-    let (spawned_tx, spawned) = mpsc::channel();
-    let holder = s
-        .spawn(
-            Scripted::new(move |ctx, _, out| {
-                for _ in 0..100 {
-                    let (left, all_done) = (left.clone(), all_done.clone());
-                    let child = Scripted::new(move |_, _, out| {
-                        if left.fetch_sub(1, Ordering::SeqCst) == 1 {
-                            all_done.send(()).unwrap();
-                        }
-                        out.set_status(Status::Done(Payload::unit()));
-                        Ok(())
-                    });
-                    ctx.spawn_detached(child, "run", ()).unwrap();
-                }
-                spawned_tx.send(()).unwrap();
-                children_done.recv().unwrap();
-                out.set_status(Status::Done(Payload::unit()));
-                Ok(())
-            }),
-            "run",
-            (),
-        )
-        .unwrap();
-    spawned.recv().unwrap();
-    held.release.send(()).unwrap();
-    s.wait(blocker).unwrap();
-    s.wait(holder).unwrap();
+    robbed_worker(&s);
     let total = s.metrics().total();
     drop(s);
 

@@ -245,3 +245,49 @@ pub fn until_a_message(first: fn() -> Status) -> Scripted {
         Ok(())
     })
 }
+
+/// The exact-steal scenario, on a scheduler of two workers: one worker is held in a
+/// step while a process on the other spawns 100 children (99 into its deque, the
+/// last into its LIFO slot) and then stays in its step until they are all done, so
+/// that the first worker, once released, can only run them by stealing: halves of
+/// the deque (50, 25, 12, 6, 3, 2, 1), then the LIFO slot. Returns the deque depths
+/// seen while both workers were held.
+pub fn robbed_worker(s: &wsched::Scheduler) -> Vec<usize> {
+    use std::sync::mpsc;
+    let held = HeldInStep::new();
+    let blocker = s.spawn(held.process, "run", ()).unwrap();
+    held.started.recv().unwrap();
+    let left = Arc::new(AtomicUsize::new(100));
+    let (all_done, children_done) = mpsc::channel();
+    let (spawned_tx, spawned) = mpsc::channel();
+    let children_done = std::sync::Mutex::new(children_done);
+    let holder = s
+        .spawn(
+            Scripted::new(move |ctx, _, out| {
+                for _ in 0..100 {
+                    let (left, all_done) = (left.clone(), all_done.clone());
+                    let child = Scripted::new(move |_, _, out| {
+                        if left.fetch_sub(1, Ordering::SeqCst) == 1 {
+                            all_done.send(()).unwrap();
+                        }
+                        out.set_status(Status::Done(Payload::unit()));
+                        Ok(())
+                    });
+                    ctx.spawn_detached(child, "run", ()).unwrap();
+                }
+                spawned_tx.send(()).unwrap();
+                children_done.lock().unwrap().recv().unwrap();
+                out.set_status(Status::Done(Payload::unit()));
+                Ok(())
+            }),
+            "run",
+            (),
+        )
+        .unwrap();
+    spawned.recv().unwrap();
+    let queued = s.metrics().workers.iter().map(|w| w.local_queue).collect();
+    held.release.send(()).unwrap();
+    s.wait(blocker).unwrap();
+    s.wait(holder).unwrap();
+    queued
+}
