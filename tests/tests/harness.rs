@@ -691,7 +691,8 @@ fn a_panicking_entry_is_caught_and_reported() {
     assert_eq!(t.expect_error().panic_message(), Some("boom at start"));
 
     let mut t = TestProcess::start(Faulty, "panics", (1_u32,)).unwrap();
-    t.complete(Tag(1), "not a u32".to_string());
+    // `complete` would refuse the wrong type: a hand-made event gets through.
+    t.step_with([testing::completion(Tag(1), "not a u32".to_string())]);
     assert!(t.expect_error().to_string().starts_with(
         "process panicked in step: called `Result::unwrap()` on an `Err` value: WrongOutputType"
     ));
@@ -710,7 +711,7 @@ fn awaiting_a_foreign_future_fails_the_step_instead_of_hanging() {
 #[test]
 fn a_completion_of_the_wrong_type_is_an_error_at_the_yield() {
     let mut t = TestProcess::start(Faulty, "wrong_type", ()).unwrap();
-    t.complete(Tag(1), 1_i64);
+    t.step_with([testing::completion(Tag(1), 1_i64)]);
     assert_eq!(
         t.result::<String>(),
         "completion holds a `i64`, not the command's output type `u32`"
@@ -719,11 +720,35 @@ fn a_completion_of_the_wrong_type_is_an_error_at_the_yield() {
 
 #[test]
 #[should_panic(
-    expected = "expected an outstanding yield of `harness::Fetch`, but the process is process <1> (entry `pair`) waiting for yields, suspended at the yield of 2 commands (first `harness::Add`) at tests/tests/harness.rs:"
+    expected = "expected an outstanding yield of `Fetch`, but the process is process <1> (entry `pair`) waiting for yields, suspended at the yield of 2 commands (first `Add`) at tests/tests/harness.rs:"
 )]
 fn harness_failures_say_where_the_process_waits() {
     let t = TestProcess::start(Janitor { ticks: 0 }, "pair", ()).unwrap();
     t.expect_yield::<Fetch>();
+}
+
+#[test]
+#[should_panic(expected = "cannot complete #1 with a `i32`: its command `Add` outputs a `u32`")]
+fn completing_with_another_type_than_the_output_panics_at_complete() {
+    let mut t = TestProcess::start(Faulty, "wrong_type", ()).unwrap();
+    t.complete(Tag(1), 25);
+}
+
+#[test]
+#[should_panic(
+    expected = "cannot complete #1 with a `Vec<String>`: its command `Fetch` outputs a `String`"
+)]
+fn completing_a_taken_yield_checks_the_type_too() {
+    let mut t = TestProcess::start(Joiner, "pair", ()).unwrap();
+    let (tag, _) = t.take_yield::<Fetch>();
+    t.complete(tag, vec![String::from("page")]);
+}
+
+#[test]
+fn a_ready_made_payload_of_the_output_type_completes() {
+    let mut t = TestProcess::start(Faulty, "wrong_type", ()).unwrap();
+    t.complete(Tag(1), wsched::Payload::new(7_u32));
+    assert_eq!(t.result::<String>(), "7");
 }
 
 #[test]

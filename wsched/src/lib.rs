@@ -64,6 +64,7 @@ mod pid;
 mod process;
 mod runtime;
 pub mod supervisor;
+mod type_name;
 // The switch exports the whole toolbox; each build uses part of it.
 #[allow(unused_imports, dead_code)]
 mod sync;

@@ -10,6 +10,8 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of, MaybeUninit};
 
+use crate::type_name::Short;
+
 /// An owned, `Send`, dynamically typed value.
 ///
 /// Values of up to two machine words (integers, PIDs, `()`, small structs, a `Box`,
@@ -52,6 +54,17 @@ struct Meta {
     inline: bool,
     /// Drops the value `storage` holds (inline, or through its box).
     drop: unsafe fn(&mut Storage),
+    /// For a command wrapped by [`Payload::command`]: the type of its output, which
+    /// the testing harness checks completions against. In the static, not in each
+    /// payload, so yields stay as small as other payloads.
+    output: Option<OutputType>,
+}
+
+/// The output type of a yielded command, as a completion must hold it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OutputType {
+    pub(crate) type_id: TypeId,
+    pub(crate) type_name: fn() -> &'static str,
 }
 
 /// Gives every value type its `Meta` as an associated constant, which `&T::META`
@@ -66,6 +79,22 @@ impl<T: Any + Send> Described for T {
         type_id: TypeId::of::<T>(),
         inline: fits_inline::<T>(),
         drop: drop_value::<T>,
+        output: None,
+    };
+}
+
+/// [`Described`] for commands: the same, with the output type.
+trait DescribedCommand: crate::Command {
+    const META: Meta;
+}
+
+impl<C: crate::Command> DescribedCommand for C {
+    const META: Meta = Meta {
+        output: Some(OutputType {
+            type_id: TypeId::of::<C::Output>(),
+            type_name: std::any::type_name::<C::Output>,
+        }),
+        ..<C as Described>::META
     };
 }
 
@@ -92,7 +121,23 @@ impl Payload {
         if let Some(already) = (&mut slot as &mut dyn Any).downcast_mut::<Option<Payload>>() {
             return already.take().expect("slot was just filled");
         }
-        let value = slot.expect("slot was just filled");
+        Self::with_meta(slot.expect("slot was just filled"), &<T as Described>::META)
+    }
+
+    /// Wraps a yielded command, remembering its output type (see [`Meta::output`]).
+    pub(crate) fn command<C: crate::Command>(command: C) -> Self {
+        Self::with_meta(command, &<C as DescribedCommand>::META)
+    }
+
+    /// The output type of the command this holds, if it was wrapped by
+    /// [`command`](Self::command).
+    pub(crate) fn output_type(&self) -> Option<OutputType> {
+        self.meta.output
+    }
+
+    /// Stores `value`, described by `meta` (which describes a `T`).
+    #[inline]
+    fn with_meta<T: Any + Send>(value: T, meta: &'static Meta) -> Self {
         let mut storage = Storage::uninit();
         if fits_inline::<T>() {
             // SAFETY: a `T` fits in `storage`, size and alignment (`fits_inline`),
@@ -104,7 +149,7 @@ impl Payload {
             unsafe { storage.as_mut_ptr().cast::<*mut T>().write(boxed) };
         }
         Self {
-            meta: &<T as Described>::META,
+            meta,
             storage,
             _value: PhantomData,
         }
@@ -313,8 +358,8 @@ impl fmt::Display for PayloadTypeError {
         write!(
             f,
             "payload holds a `{}`, not the `{}` that was asked for",
-            self.actual(),
-            self.expected
+            Short(self.actual()),
+            Short(self.expected)
         )
     }
 }
@@ -444,7 +489,7 @@ mod tests {
         assert_eq!(err.actual(), "alloc::string::String");
         assert_eq!(
             err.to_string(),
-            "payload holds a `alloc::string::String`, not the `u64` that was asked for"
+            "payload holds a `String`, not the `u64` that was asked for"
         );
         assert_eq!(err.into_payload().downcast::<String>().unwrap(), "hi");
     }
@@ -457,7 +502,7 @@ mod tests {
         // A non-Sync payload still yields a Send + Sync error.
         let p = Payload::new(std::cell::Cell::new(5_u8));
         let err = boxed(p.downcast::<u8>().unwrap_err());
-        assert!(err.to_string().contains("core::cell::Cell<u8>"));
+        assert!(err.to_string().contains("`Cell<u8>`"));
     }
 
     #[test]

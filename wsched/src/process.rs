@@ -10,6 +10,7 @@ use crate::context::Context;
 use crate::error::{InitError, SpawnError, StepError, YieldError};
 use crate::payload::{Payload, Payloads};
 use crate::pid::Pid;
+use crate::type_name::Short;
 
 /// A lightweight state machine run by being stepped with [`Event`]s.
 ///
@@ -275,8 +276,13 @@ impl Yield {
     pub fn new<C: Command>(tag: Tag, command: C) -> Self {
         Self {
             tag,
-            command: Payload::new(command),
+            command: Payload::command(command),
         }
+    }
+
+    /// The type of the command's output, which its completion must hold.
+    pub(crate) fn output_type(&self) -> Option<crate::payload::OutputType> {
+        self.command.output_type()
     }
 
     /// The tag its completion will carry.
@@ -404,14 +410,14 @@ impl PartialEq for SuspendKind {
 impl fmt::Display for SuspendPoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
-            SuspendKind::Yield { command, count: 1 } => write!(f, "yield of `{command}`")?,
+            SuspendKind::Yield { command, count: 1 } => write!(f, "yield of `{}`", Short(command))?,
             SuspendKind::Yield { command, count } => {
-                write!(f, "yield of {count} commands (first `{command}`)")?
+                write!(f, "yield of {count} commands (first `{}`)", Short(command))?
             }
             SuspendKind::Receive { message_type: None } => f.write_str("receive")?,
             SuspendKind::Receive {
                 message_type: Some(t),
-            } => write!(f, "receive of `{t}`")?,
+            } => write!(f, "receive of `{}`", Short(t))?,
         }
         write!(
             f,

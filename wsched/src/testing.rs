@@ -88,7 +88,7 @@
 //! assert_eq!(t.result::<usize>(), 1);
 //! ```
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -106,7 +106,7 @@ use crate::error::{
     SendNamedError, SendNamedErrorKind, SpawnError, StepError, TimedSendError, YieldError,
 };
 use crate::exit::ExitReason;
-use crate::payload::{IntoPayloads, Payload};
+use crate::payload::{IntoPayloads, OutputType, Payload};
 use crate::pid::Pid;
 use crate::process::{
     init_process, panic_message, Completion, Event, Events, IntoProcess, Message, Process, Status,
@@ -114,6 +114,7 @@ use crate::process::{
 };
 use crate::runtime::cell::NewProcess;
 use crate::runtime::{Down, Exit, MonitorRef};
+use crate::type_name::Short;
 // Calls (see the calls block below).
 use crate::command::{Call, CallAnswer};
 use crate::runtime::calls::{self, Answer, CallSlot};
@@ -559,6 +560,14 @@ fn link_key(a: Pid, b: Pid) -> (Pid, Pid) {
     (a.min(b), a.max(b))
 }
 
+/// A yield whose command the test took out ([`TestProcess::take_yield`]): what
+/// completing it is checked against.
+struct Taken {
+    tag: Tag,
+    command: &'static str,
+    output: Option<OutputType>,
+}
+
 /// Where a [`TestProcess`] stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TestStatus {
@@ -602,8 +611,8 @@ pub struct TestProcess {
     out: StepOutput,
     /// Yields not completed yet, in tag order.
     outstanding: Vec<Yield>,
-    /// Tags whose command a test took out with `take_yield`, not completed yet.
-    taken: Vec<Tag>,
+    /// Yields whose command a test took out with `take_yield`, not completed yet.
+    taken: Vec<Taken>,
     last_yields: Vec<Tag>,
     withdrawn: Vec<Tag>,
     status: TestStatus,
@@ -779,8 +788,8 @@ impl TestProcess {
             Err(e) => panic!(
                 "the result of {} is a `{}`, not a `{}`",
                 self.pid,
-                e.actual(),
-                e.expected()
+                Short(e.actual()),
+                Short(e.expected())
             ),
         }
     }
@@ -835,7 +844,7 @@ impl TestProcess {
             Some(y) => (y.tag(), y.command::<C>().expect("type was checked")),
             None => panic!(
                 "expected an outstanding yield of `{}`, but the process is {self}",
-                std::any::type_name::<C>()
+                Short(std::any::type_name::<C>())
             ),
         }
     }
@@ -851,12 +860,16 @@ impl TestProcess {
         let Some(i) = self.outstanding.iter().position(|y| y.is::<C>()) else {
             panic!(
                 "expected an outstanding yield of `{}`, but the process is {self}",
-                std::any::type_name::<C>()
+                Short(std::any::type_name::<C>())
             )
         };
         let y = self.outstanding.remove(i);
         let tag = y.tag();
-        self.taken.push(tag);
+        self.taken.push(Taken {
+            tag,
+            command: y.command_name(),
+            output: y.output_type(),
+        });
         (tag, y.into_command::<C>().expect("type was checked"))
     }
 
@@ -969,27 +982,53 @@ impl TestProcess {
     fn forget(&mut self, tag: Tag) -> bool {
         let before = self.outstanding.len() + self.taken.len();
         self.outstanding.retain(|y| y.tag() != tag);
-        self.taken.retain(|t| *t != tag);
+        self.taken.retain(|t| t.tag != tag);
         before != self.outstanding.len() + self.taken.len()
     }
 
+    /// The command name and output type of the outstanding yield `tag`.
+    ///
+    /// # Panics
+    /// If no outstanding yield has that tag.
     #[track_caller]
-    fn check_outstanding(&self, tag: Tag) {
-        if !self.outstanding.iter().any(|y| y.tag() == tag) && !self.taken.contains(&tag) {
-            panic!(
+    fn check_outstanding(&self, tag: Tag) -> (&'static str, Option<OutputType>) {
+        let outstanding = self.outstanding.iter().find(|y| y.tag() == tag);
+        if let Some(y) = outstanding {
+            return (y.command_name(), y.output_type());
+        }
+        match self.taken.iter().find(|t| t.tag == tag) {
+            Some(t) => (t.command, t.output),
+            None => panic!(
                 "cannot complete {tag}: no outstanding yield has that tag; the process is {self}"
-            );
+            ),
         }
     }
 
     /// Completes the outstanding yield `tag` with `output` and steps.
     ///
     /// # Panics
-    /// If no outstanding yield has that tag (use [`step_with`](Self::step_with) to feed
-    /// arbitrary events), or the process has ended.
+    /// If no outstanding yield has that tag, or `output` is not of its command's
+    /// output type (say, an `i32` for a command whose output is a `u32`: write
+    /// `25_u32`); use [`step_with`](Self::step_with) to feed arbitrary events. Also if
+    /// the process has ended.
     #[track_caller]
     pub fn complete<T: Any + Send>(&mut self, tag: Tag, output: T) -> &mut Self {
-        self.check_outstanding(tag);
+        let (command, expected) = self.check_outstanding(tag);
+        // Checked here, where the test's line is, rather than left to the entry,
+        // which would fail later with a `YieldError::WrongOutputType`.
+        let output = Payload::new(output);
+        if let Some(expected) = expected {
+            if output.value_type_id() != expected.type_id
+                && expected.type_id != TypeId::of::<Payload>()
+            {
+                panic!(
+                    "cannot complete {tag} with a `{}`: its command `{}` outputs a `{}`",
+                    Short(output.type_name()),
+                    Short(command),
+                    Short((expected.type_name)()),
+                );
+            }
+        }
         self.step_with([completion(tag, output)])
     }
 
@@ -1194,10 +1233,10 @@ impl fmt::Display for TestProcess {
         } else {
             f.write_str("; outstanding yields:")?;
             for y in &self.outstanding {
-                write!(f, " {} `{}`", y.tag(), y.command_name())?;
+                write!(f, " {} `{}`", y.tag(), Short(y.command_name()))?;
             }
             for t in &self.taken {
-                write!(f, " {t} (taken)")?;
+                write!(f, " {} (taken)", t.tag)?;
             }
             Ok(())
         }
@@ -1340,10 +1379,12 @@ impl TestProcess {
             Err(call) => {
                 let (request, reply) = call.type_names();
                 panic!(
-                    "the call tagged {tag:?} asks with a `{request}` for a `{reply}`, not with a \
-                     `{}` for a `{}`",
-                    std::any::type_name::<Q>(),
-                    std::any::type_name::<R>()
+                    "the call tagged {tag:?} asks with a `{}` for a `{}`, not with a `{}` for \
+                     a `{}`",
+                    Short(request),
+                    Short(reply),
+                    Short(std::any::type_name::<Q>()),
+                    Short(std::any::type_name::<R>())
                 )
             }
         }
@@ -1480,11 +1521,11 @@ mod tests {
         assert!(
             shown.starts_with(
                 "process <1> (entry `run`) waiting for yields, suspended at the yield of \
-                 `wsched::command::builtin::Sleep` at wsched/src/testing.rs:"
+                 `Sleep` at wsched/src/testing.rs:"
             ),
             "{shown}"
         );
-        assert!(shown.ends_with("; outstanding yields: #1 `wsched::command::builtin::Sleep`"));
+        assert!(shown.ends_with("; outstanding yields: #1 `Sleep`"));
     }
 
     #[test]

@@ -437,7 +437,7 @@ fn restarts_spread_wider_than_the_period_never_escalate() {
     end_child(&s, pids[0], Cmd::Fail);
     let reason = sup_down.wait_timeout(PATIENCE).unwrap().reason;
     assert!(
-        matches!(&reason, ExitReason::Error { message } if message.contains("restart 3 within 10s")),
+        matches!(&reason, ExitReason::Error { message } if message.contains("would make 3 restarts within 10s")),
         "{reason}"
     );
     s.shutdown(PATIENCE);
@@ -1122,7 +1122,7 @@ fn the_harness_plays_a_one_for_all_restart_step_by_step() {
     t.play_end(again[1].0, ExitReason::Cancelled);
     let reason = t.expect_error().exit_reason();
     assert!(
-        matches!(&reason, ExitReason::Error { message } if message.contains("child `a`") && message.contains("restart 2")),
+        matches!(&reason, ExitReason::Error { message } if message.contains("child `a`") && message.contains("would make 2 restarts")),
         "{reason}"
     );
     assert_eq!(view.state(), SupervisorState::Ended);

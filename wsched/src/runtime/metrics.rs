@@ -5,6 +5,7 @@ use super::state::ProcessState;
 use super::timing::StepTimingMetrics;
 use crate::pid::Pid;
 use crate::process::{SuspendKind, SuspendPoint};
+use crate::type_name::plural;
 // Plain std atomics even under loom: these are statistics, not synchronisation, and
 // modelling every counter update would multiply the interleavings loom explores
 // without checking anything. (A thief reads a victim's step counter only as a hint;
@@ -435,8 +436,11 @@ impl std::fmt::Display for ProcessInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} {} [{}] after {} steps",
-            self.pid, self.entry, self.state, self.steps
+            "{} {} [{}] after {}",
+            self.pid,
+            self.entry,
+            self.state,
+            plural(self.steps, "step")
         )?;
         if let Some(point) = &self.suspended_at {
             write!(f, ", at {point}")?;

@@ -19,6 +19,7 @@ use std::time::Duration;
 use super::metrics::ProcessInfo;
 use super::scheduler::Handle;
 use crate::pid::Pid;
+use crate::type_name::plural;
 
 /// What [`Handle::top`] and [`Handle::top_window`] rank processes by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -84,8 +85,11 @@ impl fmt::Display for WindowEntry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} {} [{}]: {} steps",
-            self.info.pid, self.info.entry, self.info.state, self.steps
+            "{} {} [{}]: {}",
+            self.info.pid,
+            self.info.entry,
+            self.info.state,
+            plural(self.steps, "step")
         )?;
         if let Some(busy) = self.busy {
             write!(f, ", busy {busy:?}")?;

@@ -123,6 +123,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::context::Context;
 use crate::exit::ExitReason;
 use crate::pid::Pid;
+use crate::type_name::plural;
 
 pub use spec::{ChildKind, ChildSpec, Restart};
 pub use strategy::{Intensity, Strategy};
@@ -309,8 +310,9 @@ impl fmt::Display for SupervisorError {
                 period,
             } => write!(
                 f,
-                "supervisor gave up: child `{child}` ended and would have been restart \
-                 {restarts} within {period:?}, over the restart intensity"
+                "supervisor gave up: child `{child}` ended, and restarting it would make {} \
+                 within {period:?}, over the restart intensity",
+                plural(*restarts as u64, "restart")
             ),
             Self::StartFailed { child, message } => {
                 write!(f, "supervisor could not start child `{child}`: {message}")

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::recording::{short_duration, Recording, SliceKind};
 use crate::pid::Pid;
+use crate::type_name::plural;
 
 /// How [`Recording::to_svg_with`] draws.
 ///
@@ -173,17 +174,20 @@ impl Recording {
         let _ = writeln!(
             svg,
             "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
-             <text x=\"{LEFT}\" y=\"20\" font-size=\"14\">wsched: {} workers, {} to {} \
-             ({} steps, {} steals)</text>",
-            self.workers(),
+             <text x=\"{LEFT}\" y=\"20\" font-size=\"14\">wsched: {}, {} to {} \
+             ({}, {})</text>",
+            plural(self.workers() as u64, "worker"),
             short_duration(t0),
             short_duration(t1),
-            slices
-                .iter()
-                .flatten()
-                .filter(|s| matches!(s.kind, SliceKind::Step { .. }))
-                .count(),
-            steals.len()
+            plural(
+                slices
+                    .iter()
+                    .flatten()
+                    .filter(|s| matches!(s.kind, SliceKind::Step { .. }))
+                    .count() as u64,
+                "step"
+            ),
+            plural(steals.len() as u64, "steal")
         );
         for (worker, lane) in slices.iter().enumerate() {
             let y = TOP + worker as f64 * (LANE + GAP);
