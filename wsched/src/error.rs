@@ -6,9 +6,16 @@ use std::fmt;
 
 use crate::payload::{Payload, Returned};
 use crate::pid::Pid;
+use crate::type_name::Short;
 
 /// A boxed error that can cross threads.
 pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
+
+// Every error here that wraps another one writes the wrapped error's message into
+// its own and gives the wrapped error's *source* as its source (not the wrapped
+// error itself): a report that walks the chain (anyhow, eyre) then prints each
+// message once, while `to_string()` alone still says everything. (The Rust API
+// guidelines: include the source's text or return it from `source()`, never both.)
 
 fn write_list(f: &mut fmt::Formatter<'_>, names: &[String]) -> fmt::Result {
     for (i, name) in names.iter().enumerate() {
@@ -101,8 +108,10 @@ impl fmt::Display for InitError {
                 actual,
             } => write!(
                 f,
-                "entry `{entry}`: argument `{argument}` (position {position}) is a `{expected}`, \
-                 but its input payload holds a `{actual}`"
+                "entry `{entry}`: argument `{argument}` (position {position}) is a `{}`, \
+                 but its input payload holds a `{}`",
+                Short(expected),
+                Short(actual),
             ),
             Self::Failed(e) => write!(f, "init failed: {e}"),
         }
@@ -112,7 +121,8 @@ impl fmt::Display for InitError {
 impl Error for InitError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            Self::Failed(e) => Some(&**e),
+            // Its message is in ours (see the top of this file).
+            Self::Failed(e) => e.source(),
             _ => None,
         }
     }
@@ -232,7 +242,8 @@ impl fmt::Display for ProcessError {
 impl Error for ProcessError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            Self::Failed(e) => Some(e),
+            // Its message is in ours (see the top of this file).
+            Self::Failed(e) => e.source(),
             _ => None,
         }
     }
@@ -277,7 +288,8 @@ impl fmt::Display for SpawnError {
 impl Error for SpawnError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            Self::Init(e) => Some(e),
+            // Its message is in ours (see the top of this file).
+            Self::Init(e) => e.source(),
             _ => None,
         }
     }
@@ -370,7 +382,7 @@ impl fmt::Display for SendError {
         write!(
             f,
             "cannot send a `{}` to {}: {} (the message is returned in this error)",
-            self.payload.type_name(),
+            Short(self.payload.type_name()),
             self.to,
             why(self.kind)
         )
@@ -534,7 +546,7 @@ impl fmt::Display for SendNamedError {
         write!(
             f,
             "cannot send a `{}` to the name `{}`: ",
-            self.payload.type_name(),
+            Short(self.payload.type_name()),
             self.name
         )?;
         match self.kind {
@@ -567,8 +579,8 @@ pub enum TimedSendErrorKind {
     /// The target has finished (or is finishing).
     Finished,
     /// The scheduler's timer thread is not running and could not be started; the
-    /// next timed message (or `Sleep`) tries again. The OS error is the
-    /// [`source`](Error::source).
+    /// next timed message (or `Sleep`) tries again. The OS error is in the message
+    /// and in [`TimedSendError::io_error`].
     NoTimerThread,
 }
 
@@ -623,6 +635,12 @@ impl TimedSendError {
         self.payload.type_name()
     }
 
+    /// The OS error that kept the timer thread from starting
+    /// ([`NoTimerThread`](TimedSendErrorKind::NoTimerThread)).
+    pub fn io_error(&self) -> Option<&std::io::Error> {
+        self.source.as_ref()
+    }
+
     /// Takes back the message (for an interval, the one it would have sent copies of).
     pub fn into_payload(self) -> Payload {
         self.payload.into_payload()
@@ -645,7 +663,7 @@ impl fmt::Display for TimedSendError {
         write!(
             f,
             "cannot send a `{}` to {} later: ",
-            self.payload.type_name(),
+            Short(self.payload.type_name()),
             self.to
         )?;
         match (self.kind, &self.source) {
@@ -665,7 +683,8 @@ impl fmt::Display for TimedSendError {
 
 impl Error for TimedSendError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
-        self.source.as_ref().map(|e| e as &(dyn Error + 'static))
+        // The OS error's message is in ours (see the top of this file).
+        self.source.as_ref().and_then(Error::source)
     }
 }
 
@@ -727,7 +746,8 @@ impl fmt::Display for JoinError {
 impl Error for JoinError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            Self::Failed { error, .. } => Some(error),
+            // Its message is in ours (see the top of this file).
+            Self::Failed { error, .. } => error.source(),
             _ => None,
         }
     }
@@ -778,20 +798,26 @@ impl fmt::Display for YieldError {
         match self {
             Self::NoHandler { command } => write!(
                 f,
-                "no handler is registered for command `{command}`; register one on the scheduler builder"
+                "no handler is registered for command `{}`; register one on the scheduler builder",
+                Short(command)
             ),
             Self::Dropped { command } => write!(
                 f,
-                "the handler of `{command}` dropped its completer without completing it"
+                "the handler of `{}` dropped its completer without completing it",
+                Short(command)
             ),
             Self::HandlerPanicked { command, message } => {
-                write!(f, "the handler of `{command}` panicked: {message}")
+                write!(f, "the handler of `{}` panicked: {message}", Short(command))
             }
-            Self::Failed { command, source } => write!(f, "command `{command}` failed: {source}"),
+            Self::Failed { command, source } => {
+                write!(f, "command `{}` failed: {source}", Short(command))
+            }
             Self::Cancelled => f.write_str("cancelled: the process is asked to stop"),
             Self::WrongOutputType { expected, actual } => write!(
                 f,
-                "completion holds a `{actual}`, not the command's output type `{expected}`"
+                "completion holds a `{}`, not the command's output type `{}`",
+                Short(actual),
+                Short(expected)
             ),
         }
     }
@@ -800,7 +826,8 @@ impl fmt::Display for YieldError {
 impl Error for YieldError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            Self::Failed { source, .. } => Some(&**source),
+            // Its message is in ours (see the top of this file).
+            Self::Failed { source, .. } => source.source(),
             _ => None,
         }
     }
@@ -824,10 +851,13 @@ pub enum BuildError {
 impl fmt::Display for BuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::NoWorkers => f.write_str("a scheduler needs at least one worker; set workers(n) with n >= 1"),
+            Self::NoWorkers => {
+                f.write_str("a scheduler needs at least one worker; set workers(n) with n >= 1")
+            }
             Self::DuplicateHandler { command } => write!(
                 f,
-                "two handlers are registered for command `{command}`; register each command type once"
+                "two handlers are registered for command `{}`; register each command type once",
+                Short(command)
             ),
             Self::Thread(e) => write!(f, "could not start a scheduler thread: {e}"),
         }
@@ -837,8 +867,122 @@ impl fmt::Display for BuildError {
 impl Error for BuildError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            Self::Thread(e) => Some(e),
+            // Its message is in ours (see the top of this file).
+            Self::Thread(e) => e.source(),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::error::Error;
+    use std::fmt;
+    use std::io;
+
+    use super::{
+        BoxError, BuildError, InitError, JoinError, ProcessError, SpawnError, StepError,
+        TimedSendError, YieldError,
+    };
+    use crate::payload::Payload;
+    use crate::pid::Pid;
+    use crate::{CallError, RecvError};
+
+    /// A user's error with a cause of its own, following the guideline: its message
+    /// does not repeat the cause's.
+    #[derive(Debug)]
+    pub(crate) struct ReadConfig(pub(crate) io::Error);
+
+    impl fmt::Display for ReadConfig {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("could not read the configuration")
+        }
+    }
+
+    impl Error for ReadConfig {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    fn user_error() -> BoxError {
+        Box::new(ReadConfig(io::Error::other("disk on fire")))
+    }
+
+    fn yield_failed() -> YieldError {
+        YieldError::Failed {
+            command: "app::Fetch",
+            source: user_error(),
+        }
+    }
+
+    fn process_failed() -> ProcessError {
+        ProcessError::Failed(StepError::new(user_error()))
+    }
+
+    /// Walks the chain: no message repeats the next one (which would print it twice
+    /// in a report), and the user's cause is still reachable at its end.
+    pub(crate) fn assert_each_message_once(error: &(dyn Error + 'static)) {
+        let mut level = error;
+        let mut messages = vec![level.to_string()];
+        while let Some(next) = level.source() {
+            let (this, next_text) = (level.to_string(), next.to_string());
+            assert!(
+                !this.contains(&next_text),
+                "`{this}` repeats its source `{next_text}`"
+            );
+            messages.push(next_text);
+            level = next;
+        }
+        let whole = messages.join(": ");
+        assert_eq!(whole.matches("disk on fire").count(), 1, "{whole}");
+    }
+
+    #[test]
+    fn no_error_repeats_its_source() {
+        let errors: Vec<Box<dyn Error + 'static>> = vec![
+            Box::new(InitError::Failed(user_error())),
+            Box::new(StepError::new(user_error())),
+            Box::new(process_failed()),
+            Box::new(SpawnError::Init(InitError::Failed(user_error()))),
+            Box::new(JoinError::Failed {
+                pid: Pid::from_raw(3),
+                error: process_failed(),
+            }),
+            Box::new(yield_failed()),
+            Box::new(BuildError::Thread(io::Error::other(ReadConfig(
+                io::Error::other("disk on fire"),
+            )))),
+            Box::new(TimedSendError::no_timer_thread(
+                Pid::from_raw(3),
+                io::Error::other(ReadConfig(io::Error::other("disk on fire"))),
+                Payload::new(1_u32),
+            )),
+            Box::new(CallError::<u32>::Failed {
+                pid: Pid::from_raw(3),
+                error: yield_failed(),
+            }),
+            Box::new(RecvError::Timer(yield_failed())),
+        ];
+        for error in &errors {
+            assert_each_message_once(&**error);
+        }
+    }
+
+    #[test]
+    fn wrapped_messages_stay_in_the_display() {
+        let join = JoinError::Failed {
+            pid: Pid::from_raw(3),
+            error: process_failed(),
+        };
+        assert_eq!(
+            join.to_string(),
+            "<3> ended with an error: process failed: could not read the configuration"
+        );
+        assert_eq!(join.source().unwrap().to_string(), "disk on fire");
+        assert_eq!(
+            yield_failed().to_string(),
+            "command `Fetch` failed: could not read the configuration"
+        );
     }
 }

@@ -306,7 +306,7 @@ fn an_answer_read_with_other_types_is_a_clear_error() {
     );
     let said = error.to_string();
     assert!(
-        said.contains("alloc::string::String") && said.contains("u32"),
+        said.contains("`String`") && said.contains("`u32`"),
         "{said}"
     );
 }

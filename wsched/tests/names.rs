@@ -143,7 +143,7 @@ fn sending_to_a_name_nobody_holds_hands_the_message_back() {
     assert_eq!(error.message_type(), "alloc::string::String");
     assert_eq!(
         error.to_string(),
-        "cannot send a `alloc::string::String` to the name `nobody`: no live process is \
+        "cannot send a `String` to the name `nobody`: no live process is \
          registered under it (the message is returned in this error)"
     );
     assert_eq!(error.into_payload().downcast::<String>().unwrap(), "hello");

@@ -403,9 +403,8 @@ fn commands_without_handlers_dropped_completers_and_panicking_handlers_report_er
         .downcast::<Vec<(u64, String)>>()
         .unwrap();
     errors.sort();
-    let name = |t: &str| {
-        format!("runtime::commands_without_handlers_dropped_completers_and_panicking_handlers_report_errors::{t}")
-    };
+    // Messages name types without their module paths.
+    let name = |t: &str| t.to_owned();
     assert_eq!(
         errors,
         vec![
@@ -620,7 +619,7 @@ fn listing_shows_live_processes_and_metrics_count_work() {
     };
     assert_eq!(waiting.steps, 1);
     assert!(waiting.to_string().starts_with(&format!(
-        "{echo} serve [waiting for a message] after 1 steps"
+        "{echo} serve [waiting for a message] after 1 step"
     )));
     s.send(echo, "stop").unwrap();
     s.wait(echo).unwrap();

@@ -253,7 +253,7 @@ fn arming_for_a_missing_or_ended_target_fails_and_hands_the_message_back() {
     );
     assert_eq!(
         error.to_string(),
-        "cannot send a `alloc::string::String` to <1000000> later: no such process (the \
+        "cannot send a `String` to <1000000> later: no such process (the \
          message is returned in this error)"
     );
     assert_eq!(error.into_payload().downcast::<String>().unwrap(), "hi");

@@ -210,7 +210,7 @@ mod tests {
         timers.set_spawner(refuse);
         assert_eq!(
             nap(&scheduler),
-            "command `wsched::command::builtin::Sleep` failed: \
+            "command `Sleep` failed: \
              the timer thread could not be started: out of threads"
         );
         assert_eq!(scheduler.metrics().pending_timers, 0);

@@ -214,7 +214,8 @@ impl fmt::Display for ThreadStartError {
 
 impl std::error::Error for ThreadStartError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.0)
+        // Its message is in ours (as for every error of the crate: see `error.rs`).
+        self.0.source()
     }
 }
 
@@ -973,6 +974,14 @@ impl<T: TimerItem> Timers<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_start_error_says_its_cause_once() {
+        let cause = std::io::Error::other(crate::error::tests::ReadConfig(std::io::Error::other(
+            "disk on fire",
+        )));
+        crate::error::tests::assert_each_message_once(&super::ThreadStartError(cause));
+    }
 
     /// A timer as the wheel tests see it: a process's list, a tag and a number.
     struct Fake {

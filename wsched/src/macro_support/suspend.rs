@@ -399,7 +399,8 @@ impl fmt::Display for RecvError {
 impl Error for RecvError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            Self::Timer(e) => Some(e),
+            // Its message is in ours (as for every error of the crate: see `error.rs`).
+            Self::Timer(e) => e.source(),
             _ => None,
         }
     }

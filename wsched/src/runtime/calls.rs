@@ -282,7 +282,8 @@ impl<Q> fmt::Display for CallError<Q> {
 impl<Q> std::error::Error for CallError<Q> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Self::Failed { error, .. } => Some(error),
+            // Its message is in ours (as for every error of the crate: see `error.rs`).
+            Self::Failed { error, .. } => error.source(),
             _ => None,
         }
     }
