@@ -3,7 +3,7 @@
 //! suspension cannot work is reported: closures, async blocks, `.await` on anything but
 //! this impl's own entries and `#[suspend]` methods, and DSL calls in plain methods.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{quote, ToTokens};
@@ -13,7 +13,7 @@ use syn::spanned::Spanned;
 use syn::visit_mut::{self, VisitMut};
 use syn::{Expr, ExprMacro, Macro, Stmt, Token, Type};
 
-use crate::model::Errors;
+use crate::model::{Errors, Role};
 
 /// The DSL macros, by name.
 const DSL: [&str; 4] = ["yield_cmd", "yield_all", "recv", "call"];
@@ -53,19 +53,22 @@ pub(crate) enum Place {
 pub(crate) struct Lower<'a> {
     place: Place,
     method: String,
-    /// The entries and `#[suspend]` methods of the impl: the only things that may be
-    /// `.await`ed.
-    awaitable: &'a BTreeSet<String>,
+    /// The entries and `#[suspend]` methods of the impl, with their roles: the only
+    /// things that may be `.await`ed, and that must be.
+    awaitable: &'a BTreeMap<String, Role>,
     errors: &'a mut Errors,
     /// Inside a closure or an async block: its kind, for messages.
     nested: Option<&'static str>,
+    /// Set just before visiting the operand of an `.await`: a call of this impl's
+    /// own coroutine there is awaited; anywhere else it would never run.
+    awaited: bool,
 }
 
 impl<'a> Lower<'a> {
     pub(crate) fn new(
         place: Place,
         method: String,
-        awaitable: &'a BTreeSet<String>,
+        awaitable: &'a BTreeMap<String, Role>,
         errors: &'a mut Errors,
     ) -> Self {
         Self {
@@ -74,6 +77,7 @@ impl<'a> Lower<'a> {
             awaitable,
             errors,
             nested: None,
+            awaited: false,
         }
     }
 
@@ -236,23 +240,53 @@ impl<'a> Lower<'a> {
     /// `self.name(..)` or `Self::name(..)`.
     fn is_own_coroutine(&self, base: &Expr) -> bool {
         match base {
-            Expr::MethodCall(m) => {
-                matches!(&*m.receiver, Expr::Path(p) if p.path.is_ident("self"))
-                    && self.awaitable.contains(&m.method.to_string())
-            }
-            Expr::Call(c) => match &*c.func {
-                Expr::Path(p) => {
-                    let s = &p.path.segments;
-                    p.qself.is_none()
-                        && s.len() == 2
-                        && s[0].ident == "Self"
-                        && self.awaitable.contains(&s[1].ident.to_string())
-                }
-                _ => false,
-            },
             Expr::Paren(p) => self.is_own_coroutine(&p.expr),
-            _ => false,
+            _ => self.own_call(base).is_some(),
         }
+    }
+
+    /// The call `self.name(..)` or `Self::name(..)` of an entry or `#[suspend]`
+    /// method of this impl: how it is written (`self.name` or `Self::name`), and
+    /// the method's role.
+    fn own_call(&self, expr: &Expr) -> Option<(String, Role)> {
+        let (written, name) = match expr {
+            Expr::MethodCall(m) => {
+                if !matches!(&*m.receiver, Expr::Path(p) if p.path.is_ident("self")) {
+                    return None;
+                }
+                (format!("self.{}", m.method), m.method.to_string())
+            }
+            Expr::Call(c) => {
+                let Expr::Path(p) = &*c.func else { return None };
+                let s = &p.path.segments;
+                if p.qself.is_some() || s.len() != 2 || s[0].ident != "Self" {
+                    return None;
+                }
+                (format!("Self::{}", s[1].ident), s[1].ident.to_string())
+            }
+            _ => return None,
+        };
+        let role = *self.awaitable.get(&name)?;
+        Some((written, role))
+    }
+
+    /// Reports a call of this impl's own coroutine that is not awaited: it would
+    /// only build the coroutine, and drop it without running it.
+    fn check_awaited(&mut self, expr: &Expr) {
+        let Some((written, role)) = self.own_call(expr) else {
+            return;
+        };
+        let what = match role {
+            Role::Entry => "an #[entry] method",
+            _ => "a #[suspend] method",
+        };
+        self.errors.at(
+            expr,
+            format!(
+                "`{written}` is {what}, so this call does nothing until it is awaited: \
+                 add `.await` (`{written}(..).await`)"
+            ),
+        );
     }
 
     fn nested(&mut self, kind: &'static str, f: impl FnOnce(&mut Self)) {
@@ -349,7 +383,16 @@ fn parse_recv(input: ParseStream) -> syn::Result<Args> {
 
 impl VisitMut for Lower<'_> {
     fn visit_expr_mut(&mut self, expr: &mut Expr) {
+        // Only the `.await`'s operand itself (or parentheses around it) is awaited.
+        let awaited = std::mem::take(&mut self.awaited);
+        if !awaited {
+            self.check_awaited(expr);
+        }
         match expr {
+            Expr::Paren(p) if awaited => {
+                self.awaited = true;
+                self.visit_expr_mut(&mut p.expr);
+            }
             Expr::Macro(ExprMacro { mac, .. }) => {
                 if let Some(name) = dsl_name(mac) {
                     let lowered = self.lower(&mac.clone(), name);
@@ -361,7 +404,8 @@ impl VisitMut for Lower<'_> {
             Expr::Await(a) => {
                 if self.place == Place::Plain {
                     // A plain method: its own `.await`s are rustc's business.
-                    visit_mut::visit_expr_await_mut(self, a);
+                    self.awaited = true;
+                    self.visit_expr_mut(&mut a.base);
                     return;
                 }
                 let span = a.await_token.span;
@@ -378,7 +422,8 @@ impl VisitMut for Lower<'_> {
                     return;
                 }
                 if self.is_own_coroutine(&a.base) {
-                    visit_mut::visit_expr_await_mut(self, a);
+                    self.awaited = true;
+                    self.visit_expr_mut(&mut a.base);
                 } else {
                     let message = "`.await` cannot be used in an #[entry] or #[suspend] method: \
                          only wsched suspension points wake a process, so any other future \
@@ -422,7 +467,7 @@ impl VisitMut for Lower<'_> {
 pub(crate) fn check_plain(
     block: &mut syn::Block,
     method: String,
-    awaitable: &BTreeSet<String>,
+    awaitable: &BTreeMap<String, Role>,
     errors: &mut Errors,
 ) {
     Lower::new(Place::Plain, method, awaitable, errors).visit_block_mut(block);

@@ -1,7 +1,7 @@
 //! Code generation: the impl block with its entries and `#[suspend]` methods turned into
 //! `async fn`s, plus the `IntoProcess` impl that starts them by name.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
@@ -40,13 +40,15 @@ pub(crate) fn process(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// Makes entries and `#[suspend]` methods `async fn`s with lowered bodies; checks that
 /// plain methods do not use the DSL.
 fn lower_methods(model: &mut Model, errors: &mut Errors) {
-    let awaitable: BTreeSet<String> = model
+    let awaitable: BTreeMap<String, Role> = model
         .item
         .items
         .iter()
         .zip(&model.roles)
         .filter_map(|(item, role)| match (item, role) {
-            (ImplItem::Fn(f), Role::Entry | Role::Suspend) => Some(f.sig.ident.to_string()),
+            (ImplItem::Fn(f), Role::Entry | Role::Suspend) => {
+                Some((f.sig.ident.to_string(), *role))
+            }
             _ => None,
         })
         .collect();

@@ -229,6 +229,9 @@ mod tests;
 /// * `yield_cmd!`, `yield_all!`, `recv!` or `call!` outside entries and `#[suspend]` methods, or
 ///   inside a closure or an async block in one (these are not part of the coroutine);
 /// * `.await` in an entry, except on this impl's own entries and `#[suspend]` methods;
+///   a call of one of those that is not awaited (`let _ = self.helper();` would only
+///   build the coroutine and drop it, never running it);
+/// * a `timeout = d` of `recv!` or `call!` whose `d` is not a `Duration`;
 /// * holding a value that is not `Send` (an `Rc`, a `RefCell` guard…) across a suspension
 ///   point: processes move between worker threads, and rustc explains which value and
 ///   which suspension point.

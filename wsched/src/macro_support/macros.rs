@@ -69,7 +69,7 @@ macro_rules! recv {
     };
     (@__wsched_lowered timeout $timeout:expr) => {
         $crate::__private::recv::<$crate::__private::AnyMessage>(::core::option::Option::Some(
-            $timeout,
+            $crate::__private::timeout($timeout),
         ))
         .await
     };
@@ -78,7 +78,7 @@ macro_rules! recv {
     };
     (@__wsched_lowered type $ty:ty, timeout $timeout:expr) => {
         $crate::__private::recv::<$crate::__private::Typed<$ty>>(::core::option::Option::Some(
-            $timeout,
+            $crate::__private::timeout($timeout),
         ))
         .await
     };
@@ -153,7 +153,12 @@ macro_rules! recv {
 #[macro_export]
 macro_rules! call {
     (@__wsched_lowered $pid:expr, $request:expr, timeout $timeout:expr) => {
-        $crate::__private::call($pid, $request, ::core::option::Option::Some($timeout)).await
+        $crate::__private::call(
+            $pid,
+            $request,
+            ::core::option::Option::Some($crate::__private::timeout($timeout)),
+        )
+        .await
     };
     (@__wsched_lowered $pid:expr, $request:expr) => {
         $crate::__private::call($pid, $request, ::core::option::Option::None).await

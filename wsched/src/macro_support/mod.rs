@@ -83,9 +83,41 @@ impl Args {
 /// An entry's coroutine, checked to be `Send` on its own (the machine's coroutine,
 /// which awaits it, must be), so that rustc reports a value held across a
 /// suspension point at the entry that holds it.
+///
+/// rustc's error for a coroutine that is not `Send` ignores
+/// `#[diagnostic::on_unimplemented]`, but it quotes the line of the bound: the
+/// comment on that line is the explanation the user reads.
 #[inline(always)]
-pub fn send_entry<F: Future + Send>(entry: F) -> F {
+pub fn send_entry<F>(entry: F) -> F
+where
+    F: Future + Send, // processes change threads: hold only `Send` values across yield_cmd!/recv!
+{
     entry
+}
+
+/// What a `recv!` or `call!` timeout must be: a [`Duration`](std::time::Duration).
+/// A trait rather than a parameter of type `Duration`, for the message.
+#[diagnostic::on_unimplemented(
+    message = "a timeout is a `std::time::Duration`, not a `{Self}`",
+    label = "expected a `Duration`",
+    note = "write e.g. `timeout = Duration::from_millis(5)` (`use std::time::Duration;`)"
+)]
+pub trait Timeout {
+    /// The timeout.
+    fn into_duration(self) -> std::time::Duration;
+}
+
+impl Timeout for std::time::Duration {
+    #[inline(always)]
+    fn into_duration(self) -> std::time::Duration {
+        self
+    }
+}
+
+/// The timeout of a `recv!` or `call!`, checked to be a `Duration`.
+#[inline(always)]
+pub fn timeout<T: Timeout>(timeout: T) -> std::time::Duration {
+    timeout.into_duration()
 }
 
 /// The result of an entry returning a plain value.
