@@ -1,7 +1,8 @@
 //! Lowering of method bodies: `yield_cmd!`, `yield_all!`, `recv!` and `call!` calls become their
 //! `@__wsched_lowered` forms (which await a suspension point), and every place where a
 //! suspension cannot work is reported: closures, async blocks, `.await` on anything but
-//! this impl's own entries and `#[suspend]` methods, and DSL calls in plain methods.
+//! this impl's own entries and `#[suspend]` methods, calls of those that are not
+//! awaited, and DSL calls in plain methods.
 
 use std::collections::BTreeMap;
 
@@ -284,7 +285,7 @@ impl<'a> Lower<'a> {
             expr,
             format!(
                 "`{written}` is {what}, so this call does nothing until it is awaited: \
-                 add `.await` (`{written}(..).await`)"
+                 add `.await` (`{written}(..).await`, in an #[entry] or #[suspend] method)"
             ),
         );
     }

@@ -29,6 +29,11 @@ impl P {
         let _ = self.other();
         Ok(())
     }
+
+    /// A plain method: it cannot await, so it cannot run a helper either.
+    fn plain(&mut self) {
+        let _ = self.pause();
+    }
 }
 
 fn main() {}
