@@ -216,17 +216,49 @@ impl Payload {
         if !self.is::<T>() {
             return Err(self);
         }
+        // SAFETY: checked just above.
+        Ok(unsafe { self.take_unchecked() })
+    }
+
+    /// [`take`](Self::take) for the `Send` types the runtime moves (command outputs,
+    /// commands, messages): the type check compares the meta's address first.
+    #[inline]
+    pub(crate) fn take_sent<T: Any + Send>(self) -> Result<T, Payload> {
+        if !self.is_sent::<T>() {
+            return Err(self);
+        }
+        // SAFETY: checked just above.
+        Ok(unsafe { self.take_unchecked() })
+    }
+
+    /// Whether the value is a `T`, settled by one comparison of addresses when the
+    /// meta is the one `new::<T>` stored: no load of the id from the static, which
+    /// sat on the critical path of every yield's completion. A copy of `T`'s meta
+    /// made by another codegen unit has another address; the ids settle that case.
+    #[inline]
+    fn is_sent<T: Any + Send>(&self) -> bool {
+        std::ptr::eq(self.meta, &<T as Described>::META) || self.is::<T>()
+    }
+
+    /// Moves the value out as a `T`.
+    ///
+    /// # Safety
+    /// The value is a `T`.
+    #[inline]
+    unsafe fn take_unchecked<T: Any>(self) -> T {
         // The value moves out: the payload's own drop must not run.
         let this = std::mem::ManuallyDrop::new(self);
-        if this.meta.inline {
-            // SAFETY: the value is a `T` (checked), stored inline by `new`; `this`
-            // is never dropped, so the value is read exactly once.
-            Ok(unsafe { this.storage.as_ptr().cast::<T>().read() })
+        // Where the value is follows from `T` (`new` chose by `fits_inline`): no
+        // need to read the meta again.
+        if fits_inline::<T>() {
+            // SAFETY: the value is a `T` (the contract), stored inline by `new`;
+            // `this` is never dropped, so the value is read exactly once.
+            unsafe { this.storage.as_ptr().cast::<T>().read() }
         } else {
-            // SAFETY: the value is a `T` (checked) in the box whose pointer `new`
-            // stored; `this` is never dropped, so the box is taken exactly once.
-            let boxed = unsafe { Box::from_raw(this.value_ptr().cast::<T>().cast_mut()) };
-            Ok(*boxed)
+            // SAFETY: the value is a `T` (the contract) in the box whose pointer
+            // `new` stored; `this` is never dropped, so the box is taken exactly
+            // once.
+            *unsafe { Box::from_raw(this.storage.as_ptr().cast::<*mut T>().read()) }
         }
     }
 
@@ -235,11 +267,11 @@ impl Payload {
     /// payload in place (a handler reading a yield's command where the step wrote
     /// it): moving the whole payload first would copy it through memory.
     #[inline]
-    pub(crate) fn take_in_place<T: Any>(&mut self) -> Option<T> {
-        if !self.is::<T>() {
+    pub(crate) fn take_in_place<T: Any + Send>(&mut self) -> Option<T> {
+        if !self.is_sent::<T>() {
             return None;
         }
-        let value = if self.meta.inline {
+        let value = if fits_inline::<T>() {
             // SAFETY: the value is a `T` (checked), stored inline by `new`; the meta
             // is replaced below before anything can drop or read it again.
             unsafe { self.storage.as_ptr().cast::<T>().read() }

@@ -9,7 +9,7 @@ use crate::error::{BoxError, YieldError};
 use crate::payload::Payload;
 use crate::pid::Pid;
 use crate::process::{Completion, Event, Tag};
-use crate::runtime::cell::{CellRef, ProcessCell};
+use crate::runtime::cell::{CellRef, RefStock};
 use crate::runtime::{drop_quietly, Handle};
 
 /// Completes one yielded command of type `C`, from any thread, now or later.
@@ -132,11 +132,32 @@ loom::thread_local! {
     static PARKED: RefCell<Vec<RawCompleter>> = RefCell::new(Vec::new());
 }
 
-/// The process a worker is dispatching the yields of, and the buffer its next
-/// step's events collect in (see [`dispatch_direct`]).
+/// The process a worker is dispatching the yields of (through the worker's stock of
+/// references to it), and the buffer its next step's events collect in (see
+/// [`dispatch_direct`]).
 struct Direct {
-    cell: *const ProcessCell,
+    /// The `RefStock` passed to `dispatch_direct`, lifetime erased: it outlives the
+    /// call, which is as long as this `Direct` is reachable.
+    stock: *mut RefStock<'static>,
     events: Vec<Event>,
+}
+
+impl Direct {
+    /// Whether `cell` is the process being dispatched.
+    #[inline]
+    fn is_for(&self, cell: &CellRef) -> bool {
+        // SAFETY: as in `stock`.
+        unsafe { &*self.stock }.is_for(cell)
+    }
+
+    /// The stock of references to the process being dispatched.
+    #[inline]
+    fn stock(&mut self) -> &mut RefStock<'static> {
+        // SAFETY: `stock` came from the `&mut` that `dispatch_direct` holds for the
+        // whole time this `Direct` is reachable, and is reached only through it
+        // (see there).
+        unsafe { &mut *self.stock }
+    }
 }
 
 // The `Direct` of the `dispatch_direct` running on this thread, or null: a raw
@@ -151,13 +172,17 @@ loom::thread_local! {
     static DIRECT: Cell<*mut Direct> = Cell::new(std::ptr::null_mut());
 }
 
-/// Runs `dispatch` (the handler calls for the yields of `cell`'s step, on the worker
-/// that owns `cell`: it is RUNNING) so that completions made by those handlers at
-/// once, on this thread, go straight into `events` instead of the mailbox: no lock,
-/// no wake flag, no re-queueing. The worker then steps the process again with them
-/// right away. Completions made on other threads, or later, take the mailbox.
+/// Runs `dispatch` (the handler calls for the yields of a step of the process of
+/// `stock`, on the worker that owns it: it is RUNNING) so that completions made by
+/// those handlers at once, on this thread, go straight into `events` instead of the
+/// mailbox: no lock, no wake flag, no re-queueing. The worker then steps the process
+/// again with them right away. Completions made on other threads, or later, take
+/// the mailbox.
+///
+/// The completers made meanwhile take their references from `stock`, and the ones
+/// completed straight into `events` give them back (see `RefStock`).
 pub(crate) fn dispatch_direct<R>(
-    cell: &CellRef,
+    stock: &mut RefStock<'_>,
     events: &mut Vec<Event>,
     dispatch: impl FnOnce() -> R,
 ) -> R {
@@ -175,7 +200,7 @@ pub(crate) fn dispatch_direct<R>(
         }
     }
     let direct = Direct {
-        cell: CellRef::as_ptr(cell),
+        stock: std::ptr::from_mut(stock).cast::<RefStock<'static>>(),
         events: std::mem::take(events),
     };
     let mut restore = Restore {
@@ -194,6 +219,19 @@ pub(crate) fn dispatch_direct<R>(
 impl RawCompleter {
     pub(crate) fn new(cell: CellRef, tag: Tag, command: fn() -> &'static str) -> Self {
         Self { cell, tag, command }
+    }
+
+    /// The completer of a yield of `cell` being dispatched: its reference comes from
+    /// the worker's stock when `cell` is the process `dispatch_direct` runs for.
+    #[inline]
+    pub(crate) fn for_yield(cell: &CellRef, tag: Tag, command: fn() -> &'static str) -> Self {
+        let current = DIRECT.with(|d| d.get());
+        // SAFETY: as in `deliver_with`; nothing else runs while this reference lives.
+        let cell = match unsafe { current.as_mut() } {
+            Some(direct) if direct.is_for(cell) => direct.stock().take(),
+            _ => cell.clone(),
+        };
+        Self::new(cell, tag, command)
     }
 
     /// Takes the completer apart without completing the yield (its `Drop` would).
@@ -225,11 +263,7 @@ impl RawCompleter {
         // an error and runs no code that could reach `DIRECT`, so this reference is
         // the only one while it lives.
         let direct = unsafe { current.as_mut() };
-        // Addresses only: two `dyn` pointers to one cell may carry different copies
-        // of its vtable.
-        if let Some(direct) =
-            direct.filter(|direct| std::ptr::addr_eq(direct.cell, CellRef::as_ptr(&cell)))
-        {
+        if let Some(direct) = direct.filter(|direct| direct.is_for(&cell)) {
             let events = &mut direct.events;
             events.reserve(1);
             let len = events.len();
@@ -245,6 +279,7 @@ impl RawCompleter {
                     }));
                 events.set_len(len + 1);
             }
+            direct.stock().put_back(cell);
             return;
         }
         let event = Event::Completion(Completion {

@@ -54,7 +54,7 @@ impl Registration {
                 let command = command.take_in_place::<C>().unwrap_or_else(|| {
                     unreachable!("handlers are looked up by the command's TypeId")
                 });
-                let raw = RawCompleter::new(cell.clone(), tag, std::any::type_name::<C>);
+                let raw = RawCompleter::for_yield(cell, tag, std::any::type_name::<C>);
                 handler(command, Completer::new(raw));
             }),
         }
@@ -106,7 +106,7 @@ impl Handlers {
         let command = y.command_mut();
         let Some(registration) = self.table.get(&command.value_type_id()) else {
             let name = command.type_name();
-            let raw = RawCompleter::new(cell.clone(), tag, command.type_name_fn());
+            let raw = RawCompleter::for_yield(cell, tag, command.type_name_fn());
             // The command is user data: its drop may panic, on a worker.
             crate::runtime::drop_quietly(std::mem::replace(command, Payload::unit()));
             raw.deliver(Err(YieldError::NoHandler { command: name }));
@@ -120,7 +120,7 @@ impl Handlers {
                 let mut command = std::mem::replace(command, Payload::unit());
                 // Armed until the job runs: a job the pool drops unrun (it shut
                 // down) completes the yield as dropped rather than never.
-                let raw = RawCompleter::new(cell.clone(), tag, command.type_name_fn());
+                let raw = RawCompleter::for_yield(cell, tag, command.type_name_fn());
                 let call = registration.call.clone();
                 blocking.run(Box::new(move || {
                     let (cell, tag) = raw.into_parts();

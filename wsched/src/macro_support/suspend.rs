@@ -30,12 +30,18 @@ use crate::process::{Message, StepOutput, SuspendKind, SuspendPoint, Tag};
 use crate::runtime::CallError;
 
 #[inline]
-fn output<T: Any>(result: Result<Payload, YieldError>) -> Result<T, YieldError> {
+fn output<T: Any + Send>(result: Result<Payload, YieldError>) -> Result<T, YieldError> {
+    if TypeId::of::<T>() == TypeId::of::<Payload>() {
+        // An output that is a payload itself: `downcast` hands it over as it is.
+        return result?
+            .downcast::<T>()
+            .map_err(|_| unreachable!("T is Payload"));
+    }
     result?
-        .downcast::<T>()
-        .map_err(|e| YieldError::WrongOutputType {
-            expected: e.expected(),
-            actual: e.actual(),
+        .take_sent::<T>()
+        .map_err(|payload| YieldError::WrongOutputType {
+            expected: type_name::<T>(),
+            actual: payload.type_name(),
         })
 }
 
@@ -87,7 +93,7 @@ pub struct YieldOne<O, C> {
 
 impl<O, C> Unpin for YieldOne<O, C> {}
 
-impl<O: Any, C> Future for YieldOne<O, C> {
+impl<O: Any + Send, C> Future for YieldOne<O, C> {
     type Output = Result<O, YieldError>;
 
     // The first poll is a flag check: inlined into the entry's coroutine.
@@ -102,7 +108,7 @@ impl<O: Any, C> Future for YieldOne<O, C> {
     }
 }
 
-impl<O: Any, C> YieldOne<O, C> {
+impl<O: Any + Send, C> YieldOne<O, C> {
     /// Where a yield of a `C` made at `location` waits.
     #[inline]
     fn point(location: &'static Location<'static>) -> SuspendPoint {

@@ -33,7 +33,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::time::Duration;
 
-use super::cell::Owned;
+use super::cell::{Owned, RefStock};
 use super::idle::Unregister;
 use super::queue::lifo::LifoSlot;
 use super::queue::local::Local;
@@ -647,6 +647,9 @@ fn run_task(
     // would write the same value.
     task.stamp(shared.clock.now());
     owned.take_events(events);
+    // The references of this run's completers (see `RefStock`); given back when the
+    // run ends, before the task is handed on.
+    let mut stock = RefStock::new(task);
     let mut budget = RESTEP_BUDGET;
     loop {
         out.clear();
@@ -705,7 +708,7 @@ fn run_task(
         // Yields go out in order, after the step, before the state changes.
         if !out.yields().is_empty() {
             trace::yields(&span, out.yields());
-            dispatch_direct(task, events, || {
+            dispatch_direct(&mut stock, events, || {
                 out.dispatch_yields(|y| shared.handlers.dispatch(&shared.blocking, task, y));
             });
         }
@@ -762,6 +765,7 @@ fn run_task(
             }
         }
         if let Some(placement) = suspend_or_requeue(shared, owned, suspend) {
+            drop(stock);
             let task = slot.take().expect("the task is taken only here");
             schedule(shared, task, placement);
         }

@@ -30,7 +30,7 @@ mod recycle;
 mod reference;
 
 pub(crate) use recycle::keep_blocks_on_this_thread;
-pub(crate) use reference::{CellRef, ThinCell};
+pub(crate) use reference::{CellRef, RefStock, ThinCell};
 
 /// Receives the answer to a claim of a process's result, exactly once. The two
 /// claims the runtime makes are variants of their own, so a join or a wait does
@@ -1114,6 +1114,55 @@ mod tests {
 
     fn drops(counter: &AtomicUsize) -> usize {
         counter.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    #[test]
+    fn a_stock_of_references_buys_in_bulk_and_gives_back_what_it_did_not_hand_out() {
+        let (body, dropped) = counted();
+        let cell = ProcessCell::ready(Pid::from_raw(3), None, "run", false, body);
+        let (kept, back) = {
+            let mut stock = RefStock::new(&cell);
+            assert!(stock.is_for(&cell));
+            let first = stock.take();
+            // One batch bought: the count covers every reference it can hand out.
+            let bought = CellRef::count(&cell);
+            assert!(bought > 2, "a batch, not one by one ({bought})");
+            let second = stock.take();
+            let third = stock.take();
+            assert_eq!(CellRef::count(&cell), bought, "taking touches no count");
+            assert!(CellRef::ptr_eq(&first, &cell) && CellRef::ptr_eq(&third, &cell));
+            stock.put_back(second);
+            stock.put_back(third);
+            assert_eq!(
+                CellRef::count(&cell),
+                bought,
+                "putting back touches no count"
+            );
+            (first, bought)
+        };
+        // The stock gave back all but the one still handed out.
+        assert!(back > 2);
+        assert_eq!(CellRef::count(&cell), 2);
+        drop(kept);
+        assert_eq!(CellRef::count(&cell), 1);
+        drop(cell);
+        assert_eq!(
+            drops(&dropped),
+            1,
+            "the cell is freed once, by its last reference"
+        );
+    }
+
+    #[test]
+    fn a_reference_that_outlives_the_stock_keeps_the_cell_alive() {
+        let (body, dropped) = counted();
+        let cell = ProcessCell::ready(Pid::from_raw(4), None, "run", false, body);
+        let escaped = RefStock::new(&cell).take();
+        drop(cell);
+        assert_eq!(drops(&dropped), 0);
+        assert_eq!(CellRef::count(&escaped), 1);
+        drop(escaped);
+        assert_eq!(drops(&dropped), 1);
     }
 
     #[test]
