@@ -45,6 +45,7 @@ struct Room {
     log: mpsc::Sender<String>,
 }
 
+// ANCHOR: room
 #[process]
 impl Room {
     /// Runs until the last member leaves; returns how many lines it relayed.
@@ -87,6 +88,7 @@ impl Room {
         }
     }
 }
+// ANCHOR_END: room
 
 // Plain methods, called from the entry between suspension points.
 impl Room {

@@ -21,6 +21,7 @@ impl Command for Square {
     type Output = u64;
 }
 
+// ANCHOR: process
 struct Fanner;
 
 #[process]
@@ -35,6 +36,7 @@ impl Fanner {
         Ok(results.into_iter().collect::<Result<_, _>>()?)
     }
 }
+// ANCHOR_END: process
 
 /// A tiny deterministic generator (xorshift64), so the shuffle is the same on every
 /// run without a `rand` dependency.

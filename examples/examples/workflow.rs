@@ -94,6 +94,7 @@ impl Order {
         self.ship(reservation, receipt).await
     }
 
+    // ANCHOR: cancel
     /// Like `place`, but a manager must approve before the parcel ships. Cancelled
     /// while it waits, the order undoes what it did.
     #[entry]
@@ -118,6 +119,7 @@ impl Order {
             }
         }
     }
+    // ANCHOR_END: cancel
 
     #[suspend]
     fn reserve(&mut self) -> Result<u64, BoxError> {

@@ -6,7 +6,8 @@
 //! `<target>/<profile>/examples/`, next to this test's `deps/`. So in
 //! `cargo test --workspace` nothing is compiled twice. Only when they are missing or
 //! older than a source they are built from (a run filtered with `--test examples`
-//! builds no examples) does the test build them, with `cargo build --examples`.
+//! builds no examples) does the test build them, with `cargo build --examples`
+//! (which, with its own feature set, may compile `wsched` once more).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -185,7 +186,7 @@ fn newest(dir: &Path) -> SystemTime {
 /// Every program is built, and later than every source it is built from.
 fn up_to_date(dir: &Path) -> bool {
     let root = workspace();
-    let sources = ["wsched", "wsched-macros", "examples/examples"]
+    let sources = ["wsched/src", "wsched-macros/src", "examples/examples"]
         .iter()
         .map(|d| newest(&root.join(d)))
         .max()
