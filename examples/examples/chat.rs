@@ -1,6 +1,7 @@
 //! A chat room: a room process and member processes that talk by PID. Members join
 //! and leave; the room relays each line to everyone else in it and tells them who
-//! came and went. The main thread plays the people typing.
+//! came and went. It monitors its members, so one that ends without leaving (here:
+//! killed) is dropped too. The main thread plays the people typing.
 //!
 //! `cargo run --example chat`
 
@@ -8,7 +9,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use wsched::prelude::*;
-use wsched::{Scheduler, SendError};
+use wsched::{ExitReason, Scheduler};
 
 // What members send the room.
 /// "Add me, under this nick."
@@ -38,9 +39,9 @@ struct Type(String);
 /// Close the window.
 struct Quit;
 
-/// The room: who is in, and what it relayed.
+/// The room: who is in (with the monitor it holds on each), and its log.
 struct Room {
-    members: Vec<(Pid, String)>,
+    members: Vec<(Pid, String, MonitorRef)>,
     /// The room's log, for the main thread to follow along.
     log: mpsc::Sender<String>,
 }
@@ -56,27 +57,38 @@ impl Room {
             let message = recv!()?;
             let payload = message.payload;
             let event = if let Some(join) = payload.downcast_ref::<Join>() {
-                let present: Vec<&str> = self.members.iter().map(|(_, n)| n.as_str()).collect();
+                let present: Vec<&str> = self.members.iter().map(|m| m.1.as_str()).collect();
                 let welcome = if present.is_empty() {
                     "you are alone here".to_string()
                 } else {
                     format!("here: {}", present.join(", "))
                 };
                 this::send(join.member, Heard(welcome))?;
-                self.broadcast(join.member, &format!("* {} joined", join.nick))?;
-                self.members.push((join.member, join.nick.clone()));
+                self.broadcast(join.member, &format!("* {} joined", join.nick));
+                // A Down message comes if the member ends without leaving.
+                let monitor = this::monitor(join.member);
+                self.members.push((join.member, join.nick.clone(), monitor));
                 format!("{} joined", join.nick)
             } else if let Some(say) = payload.downcast_ref::<Say>() {
                 let nick = self.nick(say.member);
-                self.broadcast(say.member, &format!("<{nick}> {}", say.text))?;
+                self.broadcast(say.member, &format!("<{nick}> {}", say.text));
                 relayed += 1;
                 format!("{nick}: {}", say.text)
             } else if let Some(leave) = payload.downcast_ref::<Leave>() {
-                let nick = self.nick(leave.member);
-                self.members.retain(|(pid, _)| *pid != leave.member);
+                let Some((_, nick, monitor)) = self.remove(leave.member) else {
+                    continue;
+                };
+                // It is still live (it waits for the Goodbye): no Down will come.
+                this::demonitor(monitor);
                 this::send(leave.member, Goodbye)?;
-                self.broadcast(leave.member, &format!("* {nick} left"))?;
+                self.broadcast(leave.member, &format!("* {nick} left"));
                 format!("{nick} left")
+            } else if let Some(down) = payload.downcast_ref::<Down>() {
+                let Some((_, nick, _)) = self.remove(down.pid) else {
+                    continue;
+                };
+                self.broadcast(down.pid, &format!("* {nick} dropped out"));
+                format!("{nick} dropped out: {}", down.reason)
             } else {
                 continue; // not for a room
             };
@@ -93,16 +105,21 @@ impl Room {
 // Plain methods, called from the entry between suspension points.
 impl Room {
     fn nick(&self, member: Pid) -> String {
-        let found = self.members.iter().find(|(pid, _)| *pid == member);
-        found.map_or_else(|| member.to_string(), |(_, nick)| nick.clone())
+        let found = self.members.iter().find(|m| m.0 == member);
+        found.map_or_else(|| member.to_string(), |m| m.1.clone())
     }
 
-    /// Sends `line` to every member but `except`.
-    fn broadcast(&self, except: Pid, line: &str) -> Result<(), SendError> {
-        for (pid, _) in self.members.iter().filter(|(pid, _)| *pid != except) {
-            this::send(*pid, Heard(line.to_string()))?;
+    fn remove(&mut self, member: Pid) -> Option<(Pid, String, MonitorRef)> {
+        let at = self.members.iter().position(|m| m.0 == member)?;
+        Some(self.members.remove(at))
+    }
+
+    /// Sends `line` to every member but `except`. A send fails only to a member
+    /// that has just ended; its `Down` is on the way, and drops it.
+    fn broadcast(&self, except: Pid, line: &str) {
+        for (pid, _, _) in self.members.iter().filter(|m| m.0 != except) {
+            let _ = this::send(*pid, Heard(line.to_string()));
         }
-        Ok(())
     }
 }
 
@@ -190,6 +207,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     saw("bob: hello alice")?;
     let carol = scheduler.spawn(member("carol"), "chat", (room,))?;
     saw("carol joined")?;
+    let dave = scheduler.spawn(member("dave"), "chat", (room,))?;
+    saw("dave joined")?;
+    scheduler.kill(dave)?; // dave's window crashes: he never says goodbye
+    saw("dave dropped out: killed: stopped before it finished")?;
     scheduler.send(alice, Quit)?;
     saw("alice left")?;
     scheduler.send(carol, Type("did I miss anything?".into()))?;
@@ -206,6 +227,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!("  {line}");
         }
     }
+    let dave_ended = scheduler.wait(dave).unwrap_err().exit_reason();
+    assert_eq!(dave_ended, Some(ExitReason::Killed));
+    println!("\ndave ({dave}) left no transcript: he was killed");
     let relayed = scheduler.wait(room)?.downcast::<usize>()?;
     println!("\nthe room closed when the last member left; it relayed {relayed} lines");
 

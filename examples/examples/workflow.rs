@@ -82,15 +82,7 @@ impl Order {
     /// Reserve, charge, pack, ship.
     #[entry]
     fn place(&mut self) -> Result<String, BoxError> {
-        let reservation = self.reserve().await?;
-        let receipt = match self.charge().await {
-            Ok(receipt) => receipt,
-            Err(e) => {
-                // Not paid: give the stock back before failing.
-                self.cleanup(reservation, None).await;
-                return Err(e);
-            }
-        };
+        let (reservation, receipt) = self.reserve_and_charge().await?;
         self.ship(reservation, receipt).await
     }
 
@@ -99,14 +91,7 @@ impl Order {
     /// while it waits, the order undoes what it did.
     #[entry]
     fn place_large(&mut self) -> Result<String, BoxError> {
-        let reservation = self.reserve().await?;
-        let receipt = match self.charge().await {
-            Ok(receipt) => receipt,
-            Err(e) => {
-                self.cleanup(reservation, None).await;
-                return Err(e);
-            }
-        };
+        let (reservation, receipt) = self.reserve_and_charge().await?;
         self.notify("waiting for approval").await?;
         match recv!(Approved, timeout = Duration::from_secs(3600)) {
             Ok(Approved) => self.ship(reservation, receipt).await,
@@ -114,12 +99,26 @@ impl Order {
                 // Cancelled (or an hour passed): suspension points after a cancel
                 // work normally, so the cleanup can still yield commands.
                 self.cleanup(reservation, Some(receipt)).await;
-                // Passing the RecvError on ends the process as `Cancelled`.
+                // Passing `RecvError::Cancelled` on ends the process as
+                // `Cancelled` (a timeout, as an error).
                 Err(e.into())
             }
         }
     }
     // ANCHOR_END: cancel
+
+    /// The steps both entries share. Not paid, the stock goes back before failing.
+    #[suspend]
+    fn reserve_and_charge(&mut self) -> Result<(u64, String), BoxError> {
+        let reservation = self.reserve().await?;
+        match self.charge().await {
+            Ok(receipt) => Ok((reservation, receipt)),
+            Err(e) => {
+                self.cleanup(reservation, None).await;
+                Err(e)
+            }
+        }
+    }
 
     #[suspend]
     fn reserve(&mut self) -> Result<u64, BoxError> {
@@ -202,11 +201,15 @@ impl Order {
 }
 
 /// Reads the orders' notifications until one starts with `prefix`.
+/// Gives up after a while rather than hanging if the order went wrong.
 fn wait_for(events: &mpsc::Receiver<String>, prefix: &str) -> Result<String, String> {
-    events
-        .iter()
-        .find(|line| line.starts_with(prefix))
-        .ok_or_else(|| format!("no notification starting with {prefix:?}"))
+    loop {
+        match events.recv_timeout(Duration::from_secs(10)) {
+            Ok(line) if line.starts_with(prefix) => return Ok(line),
+            Ok(_) => {}
+            Err(e) => return Err(format!("no notification starting with {prefix:?}: {e}")),
+        }
+    }
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -246,8 +249,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             // Complete first: a cancel sent by whoever reads the line then finds
             // this yield already answered, and reaches the order at its next wait.
             done.complete(());
+            let _ = log.send(line.clone());
             println!("{line}");
-            let _ = log.send(line);
         })
         .build()?;
 

@@ -58,9 +58,10 @@ examples! {
         "result: cancelled: it was asked to stop and did",
     ];
     chat [] => [
+        "room: dave dropped out: killed: stopped before it finished",
         "room: carol left",
-        "bob (<3>) heard:\n  here: alice\n  <alice> hi bob!\n  * carol joined\n  * alice left\n  <carol> did I miss anything?\n",
-        "carol (<4>) heard:\n  here: alice, bob\n  * alice left\n  * bob left\n",
+        "bob (<3>) heard:\n  here: alice\n  <alice> hi bob!\n  * carol joined\n  * dave joined\n  * dave dropped out\n  * alice left\n  <carol> did I miss anything?\n",
+        "carol (<4>) heard:\n  here: alice, bob\n  * dave joined\n  * dave dropped out\n  * alice left\n  * bob left\n",
         "the room closed when the last member left; it relayed 3 lines",
     ];
     hand_written [] => [

@@ -12,8 +12,8 @@
 //! # Example
 //!
 //! A handler registered, a process spawned by its entry's name, a message sent, the
-//! result waited for (the repository's `examples/examples/quickstart.rs` is the same
-//! program; `cargo run --example quickstart` runs it):
+//! result waited for (the repository's `examples/examples/quickstart.rs` is this
+//! program printing what happens; `cargo run --example quickstart` runs it):
 //!
 //! ```
 //! use std::time::Duration;
