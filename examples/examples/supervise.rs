@@ -1,6 +1,10 @@
-//! A small supervision tree, crashed on purpose and shut down in order.
+//! Restarting what panics: first by hand — a parent process spawns children, joins
+//! them and restarts the ones that panicked — then with `wsched::supervisor`, a small
+//! supervision tree crashed on purpose and shut down in order.
 //!
 //! `cargo run -p wsched-examples --example supervise`
+//!
+//! The tree:
 //!
 //! ```text
 //! app (one-for-one, 3 restarts in 5 s)
@@ -18,6 +22,60 @@ use wsched::Scheduler;
 
 const WAIT: Duration = Duration::from_secs(10);
 
+/// A job that panics on its first attempt when its number is a multiple of three.
+struct Job;
+
+#[process]
+impl Job {
+    #[entry]
+    fn run(&mut self, n: u32, attempt: u32) -> u32 {
+        assert!(
+            !n.is_multiple_of(3) || attempt > 1,
+            "job {n} panicked on attempt {attempt}"
+        );
+        n * 10
+    }
+}
+
+/// Spawns the jobs, joins them all at once, and spawns again the ones that panicked,
+/// until every job has a result or one has panicked `max_attempts` times.
+struct Parent;
+
+#[process]
+impl Parent {
+    #[entry]
+    fn run(&mut self, jobs: u32, max_attempts: u32) -> Result<Vec<u32>, BoxError> {
+        let mut results = vec![None; jobs as usize];
+        let mut todo: Vec<u32> = (0..jobs).collect();
+        for attempt in 1..=max_attempts {
+            let spawns = todo.iter().map(|&n| Spawn::new(Job, "run", (n, attempt)));
+            let children = yield_all!(spawns)
+                .into_iter()
+                .collect::<Result<Vec<Pid>, _>>()?;
+            let joined = yield_all!(children.iter().map(|&child| Join(child)));
+            let mut again = Vec::new();
+            for ((n, child), outcome) in todo.into_iter().zip(children).zip(joined) {
+                match outcome? {
+                    Ok(result) => results[n as usize] = Some(result.downcast::<u32>()?),
+                    Err(e) if matches!(e.exit_reason(), Some(ExitReason::Panicked { .. })) => {
+                        println!("  job {n} ({child}) panicked: restarting it");
+                        again.push(n);
+                    }
+                    Err(e) => return Err(e.into()), // a failure, not a panic: give up
+                }
+            }
+            todo = again;
+            if todo.is_empty() {
+                break;
+            }
+        }
+        if !todo.is_empty() {
+            return Err(format!("jobs {todo:?} kept panicking").into());
+        }
+        Ok(results.into_iter().flatten().collect())
+    }
+}
+
 /// Serves until told to crash; says so when it is asked to stop.
 struct Server {
     name: &'static str,
@@ -29,7 +87,7 @@ impl Server {
     fn serve(&mut self) -> Result<(), BoxError> {
         loop {
             match recv!(&str) {
-                Ok("crash") => return Err(format!("{} crashed", self.name).into()),
+                Ok("crash") => panic!("{} crashed", self.name),
                 Ok(_) => {}
                 Err(e) => {
                     println!("  {} stops ({e})", self.name);
@@ -56,6 +114,18 @@ fn show(title: &str, view: &SupervisorHandle) {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let scheduler = Scheduler::builder().workers(2).build()?;
+
+    // The scheduler catches the panics below; the standard hook would still print
+    // each one, with a backtrace if RUST_BACKTRACE is set. One line is enough here.
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("  (panic: {})", info.payload_as_str().unwrap_or("?"));
+    }));
+    println!("by hand: a parent spawns 7 jobs, joins them, restarts the ones that panic");
+    let parent = scheduler.spawn(Parent, "run", (7_u32, 3_u32))?;
+    let results = scheduler.wait(parent)?.downcast::<Vec<u32>>()?;
+    println!("  all jobs done: {results:?}\n");
+
+    println!("with wsched::supervisor:");
     // ANCHOR: tree
     let (tx, rx) = std::sync::mpsc::channel();
     let app = Supervisor::new(Strategy::OneForOne)

@@ -1,24 +1,147 @@
 //! # wsched
 //!
 //! Erlang-style processes written as explicit, testable state machines, run on a
-//! work-stealing scheduler.
+//! work-stealing scheduler, in stable Rust.
 //!
-//! A [`Process`] is stepped with [`Event`]s — completions of the commands it yielded,
-//! messages sent to its [`Pid`], cancel requests — and writes its [`Status`] and new
-//! yields into a [`StepOutput`]. The [`Scheduler`] runs millions of them on a few
-//! worker threads.
+//! A process is a plain struct. Its `#[entry]` methods are ordinary sequential Rust
+//! that suspends at [`yield_cmd!`] (ask a handler to do something and get its typed
+//! result back) and [`recv!`] (wait for a message); the [`#[process]`](process)
+//! attribute turns them into a state machine, and a [`Scheduler`] steps millions of
+//! them on a few worker threads.
 //!
-//! Processes find each other by [`Pid`] or by a registered name
-//! ([`Handle::register`]), watch each other with monitors ([`Context::monitor`],
-//! a [`Down`] message when the other ends) and links ([`Context::link`]: they end
-//! together, or the trapping side gets an [`Exit`] message). A process may be
-//! spawned with a bounded mailbox ([`SpawnOptions::bounded_mailbox`]): when it is
-//! full, a send fails and hands the message back, or the oldest queued message is
-//! dropped ([`Overflow`]); signals and completions always get through. Nothing is
-//! lost silently: failures nobody observes go to
-//! [`Builder::on_unobserved_failure`], and messages nobody read — left at the end,
-//! or dropped by a full mailbox — to [`Builder::on_dead_letter`], all counted in
-//! [`Metrics`].
+//! # Example
+//!
+//! A handler registered, a process spawned by its entry's name, a message sent, the
+//! result waited for (the repository's `examples/examples/quickstart.rs` is this
+//! program printing what happens; `cargo run --example quickstart` runs it):
+//!
+//! ```
+//! use std::time::Duration;
+//! use wsched::command::Completer;
+//! use wsched::prelude::*;
+//! use wsched::Scheduler;
+//!
+//! /// A command: "fetch this page". The process only asks; a handler does it.
+//! struct Fetch {
+//!     url: String,
+//! }
+//! impl Command for Fetch {
+//!     type Output = String;
+//! }
+//!
+//! /// The process's state: a plain struct.
+//! struct Greeter {
+//!     greeted: u32,
+//! }
+//!
+//! #[process]
+//! impl Greeter {
+//!     #[entry]
+//!     fn greet(&mut self, name: String) -> Result<String, BoxError> {
+//!         let url = format!("/users/{name}");
+//!         let page = yield_cmd!(Fetch { url })?; // suspends until the handler answers
+//!         let ack = recv!(String)?; // suspends until a String message arrives
+//!         self.greeted += 1;
+//!         Ok(format!("{page} {ack}"))
+//!     }
+//! }
+//!
+//! let scheduler = Scheduler::builder()
+//!     .workers(2)
+//!     .handler(|fetch: Fetch, done: Completer<Fetch>| {
+//!         done.complete(format!("<h1>{}</h1>", fetch.url));
+//!     })
+//!     .build()?;
+//! let pid = scheduler.spawn(Greeter { greeted: 0 }, "greet", ("ada".to_string(),))?;
+//! scheduler.send(pid, "welcome back!".to_string())?;
+//! let text = scheduler.wait(pid)?.downcast::<String>()?;
+//! assert_eq!(text, "<h1>/users/ada</h1> welcome back!");
+//! scheduler.shutdown(Duration::from_secs(1));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Concepts
+//!
+//! **Processes and entries.** A process owns its struct for as long as it runs. It is
+//! started by naming one of its entries and passing the arguments as a tuple
+//! ([`Scheduler::spawn`], [`this::spawn`], the [`Spawn`](command::Spawn) command); it
+//! has a [`Pid`] and a mailbox, and it ends with a result, which whoever joins it
+//! gets ([`Scheduler::wait`], the [`Join`](command::Join) command), and an
+//! [`ExitReason`].
+//!
+//! **Suspension points.** An entry waits only at the DSL macros: [`yield_cmd!`] for a
+//! command, [`yield_all!`] for many at once, [`recv!`] for a message (selectively, by
+//! type, with an optional timeout) and [`call!`] for another process's reply. Each is
+//! where the state machine stops; nothing else blocks, and a step never waits for I/O.
+//!
+//! **Commands and handlers.** A [`Command`] describes something to do and the type
+//! of its output. The [`Builder`] registers one handler per command type; it gets the
+//! command and a [`Completer`](command::Completer), which completes the yield now or
+//! later, from any thread. Handlers that block run on a separate pool
+//! ([`Builder::blocking_handler`]). [`Sleep`](command::Sleep), [`Spawn`](command::Spawn)
+//! and [`Join`](command::Join) are built in.
+//!
+//! **Messages.** Anyone who knows a PID sends it any `Send + 'static` value
+//! ([`Scheduler::send`], [`this::send`]); the process takes it with [`recv!`].
+//! Processes also find each other by a registered name ([`Handle::register`]), and
+//! have messages delivered later or every period (`this::send_after`,
+//! `this::send_interval`).
+//!
+//! **Failure.** An entry ends in error by returning `Err`, a panic is caught and ends
+//! only its process, and a cancel ([`Scheduler::cancel`]) reaches the entry as an
+//! error from the suspension point where it waits, so it can clean up. Processes watch
+//! each other with monitors ([`Context::monitor`], a [`Down`] message when the other
+//! ends) and links ([`Context::link`]: they end together, or the trapping side gets
+//! an [`Exit`] message), and [`supervisor`]s restart them. A process may be spawned
+//! with a bounded mailbox ([`SpawnOptions::bounded_mailbox`]): when it is full, a send
+//! fails and hands the message back, or the oldest queued message is dropped
+//! ([`Overflow`]); signals and completions always get through. Nothing is lost
+//! silently: failures nobody observes go to [`Builder::on_unobserved_failure`], and
+//! messages nobody read — left at the end, or dropped by a full mailbox — to
+//! [`Builder::on_dead_letter`], all counted in [`Metrics`].
+//!
+//! **Testing.** A process changes only when it is stepped, so a test can step it by
+//! hand: [`testing::TestProcess`] starts it, shows the commands it yielded, completes
+//! them in any order, sends it messages and cancels it, with no threads and no clock.
+//!
+//! **Underneath.** The macro implements the [`Process`] trait, which any type can
+//! implement by hand: [`init`](Process::init) once, then [`step`](Process::step) with
+//! [`Event`]s — completions, messages, cancels — writing its [`Status`] and new yields
+//! into a [`StepOutput`]. The scheduler and the harness treat both kinds the same.
+//!
+//! **Looking inside.** [`Scheduler::metrics`] has counters per worker and for the
+//! whole scheduler, [`Scheduler::processes`] lists every process with its state and
+//! where it waits, and [`Builder::record`] records a timeline.
+//!
+//! # The book
+//!
+//! The repository's `book/` directory is a guide from nothing to confident use
+//! (`mdbook serve book` serves it; each chapter is a Markdown file under `book/src/`,
+//! and every Rust listing in it is a doc test of this crate):
+//!
+//! | chapter | file |
+//! |---|---|
+//! | why processes | `book/src/why-processes.md` |
+//! | getting started | `book/src/getting-started.md` |
+//! | your first process | `book/src/first-process.md` |
+//! | commands and handlers | `book/src/commands.md` |
+//! | messages and PIDs | `book/src/messages.md` |
+//! | many commands at once | `book/src/yield-all.md` |
+//! | errors, panics and cancellation | `book/src/errors.md` |
+//! | testing a process step by step (see [`testing`]) | `book/src/testing.md` |
+//! | when processes fail: monitors, links, supervisors, calls, names, bounded mailboxes, dead letters | `book/src/failure-handling.md` |
+//! | observability: metrics, listings, step timing, `top`, tracing, recorded timelines | `book/src/observability.md` |
+//! | writing a [`Process`] by hand | `book/src/hand-written.md` |
+//! | how the scheduler works inside: work stealing, the deque and LIFO slot, parking | `book/src/inside.md` |
+//! | performance | `book/src/performance.md` |
+//! | reference: the `#[process]` macro's syntax and every compile error it gives | `book/src/reference.md` |
+//!
+//! The programs in `examples/examples/` (`cargo run --example NAME`) show whole
+//! applications: `quickstart`, `fan_out` (100 commands at once), `workflow` (a
+//! multi-step order with retries, a timer and cancellation), `chat` (processes
+//! talking by PID), `supervise`, `hand_written` (the [`Process`] trait without the
+//! macro), `showcase`, and the measuring ones `pingpong`, `timers`, `top` and
+//! `timeline`.
 //!
 //! # Tracing
 //!
@@ -33,21 +156,6 @@
 //! at TRACE. Process events have the target `wsched`. Without the feature none of
 //! this is compiled in; with it and no subscriber, a step costs about a dozen more
 //! instructions.
-//!
-//! # The book
-//!
-//! The repository's `book/` directory holds a guide to wsched (build it with
-//! `mdbook serve book`; its chapters are Markdown files under `book/src/`). In order:
-//! why processes; getting started; your first process; commands and handlers;
-//! messages and PIDs; many commands at once; errors, panics and cancellation; testing
-//! a process step by step (see [`testing`]); when processes fail (monitors, links,
-//! supervisors, calls, names, bounded mailboxes, dead letters); observability
-//! (metrics, listings, step timing, `top`, tracing, recorded timelines);
-//! writing a [`Process`] by hand; how the scheduler works inside (work stealing, the
-//! local deque and LIFO slot, the global queue, spinning and parking, the process
-//! states); performance; and a reference of the `#[process]` macro's syntax and of
-//! every compile error it gives, with the fix. Every Rust listing in it is a doc test
-//! of this crate.
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 

@@ -600,6 +600,37 @@ impl fmt::Display for TestStatus {
 
 /// A process driven step by step by a test. See the [module docs](self).
 ///
+/// # Example
+///
+/// ```
+/// use wsched::prelude::*;
+/// use wsched::testing::{TestProcess, TestStatus};
+///
+/// struct Charge(u64);
+/// impl Command for Charge {
+///     type Output = bool;
+/// }
+///
+/// struct Till;
+///
+/// #[process]
+/// impl Till {
+///     #[entry]
+///     fn sell(&mut self, cents: u64) -> Result<&'static str, BoxError> {
+///         let note = recv!(&'static str)?;
+///         Ok(if yield_cmd!(Charge(cents))? { note } else { "declined" })
+///     }
+/// }
+///
+/// let mut t = TestProcess::start(Till, "sell", (250_u64,)).unwrap();
+/// assert_eq!(t.status(), TestStatus::WaitingForMessage);
+/// t.send("thanks");
+/// let (tag, charge) = t.expect_yield::<Charge>();
+/// assert_eq!(charge.0, 250);
+/// t.complete(tag, true);
+/// assert_eq!(t.result::<&str>(), "thanks");
+/// ```
+///
 /// Methods that step (`step`, `step_with`, `complete`, `fail`, `send`, `send_from`,
 /// `cancel`) panic if the process has already ended; the others never step.
 pub struct TestProcess {

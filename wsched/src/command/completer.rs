@@ -19,6 +19,62 @@ use crate::runtime::{drop_quietly, Handle};
 /// Dropping it without completing delivers [`YieldError::Dropped`], so no process
 /// waits forever on a forgotten completion. Completing after the process has ended
 /// does nothing.
+///
+/// # Example
+///
+/// A handler hands each completer to a worker thread, which completes it later — or
+/// fails it:
+///
+/// ```
+/// use std::sync::mpsc;
+/// use std::thread;
+/// use wsched::command::Completer;
+/// use wsched::prelude::*;
+/// use wsched::Scheduler;
+///
+/// struct Resize(u32);
+/// impl Command for Resize {
+///     type Output = u32;
+/// }
+///
+/// struct Editor;
+///
+/// #[process]
+/// impl Editor {
+///     #[entry]
+///     fn edit(&mut self) -> Result<(u32, String), BoxError> {
+///         let small = yield_cmd!(Resize(640))?;
+///         let refused = yield_cmd!(Resize(0)).unwrap_err();
+///         Ok((small, refused.to_string()))
+///     }
+/// }
+///
+/// let (jobs, inbox) = mpsc::channel::<(Resize, Completer<Resize>)>();
+/// let resizer = thread::spawn(move || {
+///     for (Resize(width), done) in inbox {
+///         // The completer knows which yield it answers.
+///         assert!(done.is_process_alive());
+///         if width == 0 {
+///             done.fail("width must be positive");
+///         } else {
+///             done.complete(width / 2);
+///         }
+///     }
+/// });
+///
+/// let scheduler = Scheduler::builder()
+///     .handler(move |cmd: Resize, done: Completer<Resize>| {
+///         jobs.send((cmd, done)).expect("the resizer runs");
+///     })
+///     .build()?;
+/// let pid = scheduler.spawn(Editor, "edit", ())?;
+/// let (small, refused) = scheduler.wait(pid)?.downcast::<(u32, String)>()?;
+/// assert_eq!(small, 320);
+/// assert!(refused.contains("width must be positive"), "{refused}");
+/// drop(scheduler); // drops the handler's sender: the resizer thread ends
+/// resizer.join().unwrap();
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Completer<C: Command> {
     raw: RawCompleter,
     _command: PhantomData<fn(C)>,

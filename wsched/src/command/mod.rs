@@ -25,8 +25,14 @@
 /// A typed request a process yields; a handler registered for its type performs it
 /// and completes the yield with an [`Output`](Command::Output).
 ///
+/// # Example
+///
+/// A command, a process that yields it, and the handler that performs it:
+///
 /// ```
-/// use wsched::Command;
+/// use wsched::command::Completer;
+/// use wsched::prelude::*;
+/// use wsched::Scheduler;
 ///
 /// struct Fetch {
 ///     url: String,
@@ -35,6 +41,24 @@
 /// impl Command for Fetch {
 ///     type Output = String;
 /// }
+///
+/// struct Page;
+///
+/// #[process]
+/// impl Page {
+///     #[entry]
+///     fn size(&mut self, url: String) -> Result<usize, BoxError> {
+///         let body: String = yield_cmd!(Fetch { url })?; // a Fetch's Output
+///         Ok(body.len())
+///     }
+/// }
+///
+/// let scheduler = Scheduler::builder()
+///     .handler(|fetch: Fetch, done: Completer<Fetch>| done.complete(format!("<{}>", fetch.url)))
+///     .build()?;
+/// let pid = scheduler.spawn(Page, "size", ("a.test".to_string(),))?;
+/// assert_eq!(scheduler.wait(pid)?.downcast::<usize>()?, 8);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub trait Command: Send + 'static {
     /// What the command's completion carries on success.

@@ -13,6 +13,51 @@
 /// Only usable in the `#[entry]` and `#[suspend]` methods of a
 /// [`#[process]`](crate::process) impl, not in closures or async blocks there; see
 /// [`process`](crate::process) for the whole story.
+///
+/// # Example
+///
+/// One command, then two of different types together; the handlers decide the
+/// outputs (and a missing handler is an error, not a hang):
+///
+/// ```
+/// use wsched::command::Completer;
+/// use wsched::prelude::*;
+/// use wsched::Scheduler;
+///
+/// struct Price(&'static str);
+/// impl Command for Price {
+///     type Output = u32;
+/// }
+/// struct Stock(&'static str);
+/// impl Command for Stock {
+///     type Output = u32;
+/// }
+///
+/// struct Shop;
+///
+/// #[process]
+/// impl Shop {
+///     #[entry]
+///     fn quote(&mut self, item: &'static str) -> Result<String, BoxError> {
+///         let price = yield_cmd!(Price(item))?;
+///         // Both yielded in one step; resumes when both have completed.
+///         let (again, stock) = yield_cmd!(Price(item), Stock(item));
+///         assert_eq!(again?, price);
+///         match stock {
+///             Ok(n) => Ok(format!("{item}: {price} cents, {n} left")),
+///             Err(YieldError::NoHandler { .. }) => Ok(format!("{item}: {price} cents")),
+///             Err(e) => Err(e.into()),
+///         }
+///     }
+/// }
+///
+/// let scheduler = Scheduler::builder()
+///     .handler(|Price(item): Price, done: Completer<Price>| done.complete(item.len() as u32 * 100))
+///     .build()?; // no handler for Stock
+/// let pid = scheduler.spawn(Shop, "quote", ("lamp",))?;
+/// assert_eq!(scheduler.wait(pid)?.downcast::<String>()?, "lamp: 400 cents");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[macro_export]
 macro_rules! yield_cmd {
     (@__wsched_lowered many $($command:expr),+) => {
@@ -35,6 +80,40 @@ macro_rules! yield_cmd {
 /// iterable's order. An empty iterable evaluates at once to an empty vector.
 ///
 /// Only usable where [`yield_cmd!`] is.
+///
+/// # Example
+///
+/// Three lookups outstanding at once, completed out of order by a test (the results
+/// still come back in the commands' order, matched by tag):
+///
+/// ```
+/// use wsched::prelude::*;
+/// use wsched::testing::TestProcess;
+///
+/// struct Lookup(u32);
+/// impl Command for Lookup {
+///     type Output = String;
+/// }
+///
+/// struct Resolver;
+///
+/// #[process]
+/// impl Resolver {
+///     #[entry]
+///     fn resolve(&mut self, ids: Vec<u32>) -> Result<Vec<String>, BoxError> {
+///         let names = yield_all!(ids.into_iter().map(Lookup));
+///         // Fail on the first error; or look at each Result on its own.
+///         Ok(names.into_iter().collect::<Result<_, _>>()?)
+///     }
+/// }
+///
+/// let mut t = TestProcess::start(Resolver, "resolve", (vec![7_u32, 8, 9],)).unwrap();
+/// assert_eq!(t.last_yields(), [Tag(1), Tag(2), Tag(3)]); // one step, three yields
+/// t.complete(Tag(3), "nine".to_string());
+/// t.complete(Tag(1), "seven".to_string());
+/// t.complete(Tag(2), "eight".to_string());
+/// assert_eq!(t.result::<Vec<String>>(), ["seven", "eight", "nine"]);
+/// ```
 #[macro_export]
 macro_rules! yield_all {
     (@__wsched_lowered $commands:expr) => {
@@ -62,6 +141,45 @@ macro_rules! yield_all {
 ///   timeout never suspends: it is a non-blocking try-receive.
 ///
 /// Only usable where [`yield_cmd!`] is.
+///
+/// # Example
+///
+/// A typed receive leaves other messages queued, in order; a timeout gives up:
+///
+/// ```
+/// use std::time::Duration;
+/// use wsched::prelude::*;
+/// use wsched::Scheduler;
+///
+/// struct Start;
+///
+/// struct Listener;
+///
+/// #[process]
+/// impl Listener {
+///     #[entry]
+///     fn listen(&mut self) -> Result<Vec<String>, BoxError> {
+///         recv!(Start)?; // the Strings sent before it stay in the mailbox
+///         let mut heard = Vec::new();
+///         loop {
+///             match recv!(String, timeout = Duration::from_millis(50)) {
+///                 Ok(text) => heard.push(text),
+///                 Err(RecvError::Timeout) => return Ok(heard), // quiet for 50 ms
+///                 Err(e) => return Err(e.into()),
+///             }
+///         }
+///     }
+/// }
+///
+/// let scheduler = Scheduler::builder().workers(1).build()?;
+/// let pid = scheduler.spawn(Listener, "listen", ())?;
+/// scheduler.send(pid, "one".to_string())?;
+/// scheduler.send(pid, "two".to_string())?;
+/// scheduler.send(pid, Start)?;
+/// let heard = scheduler.wait(pid)?.downcast::<Vec<String>>()?;
+/// assert_eq!(heard, ["one", "two"]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[macro_export]
 macro_rules! recv {
     (@__wsched_lowered) => {
