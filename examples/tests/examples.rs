@@ -50,7 +50,7 @@ examples! {
         "result: order 1 shipped (receipt-visa-4242-2500, TRACK0001)",
         "order 2: payment attempt 2 failed (card expired); retrying in 40ms",
         "order 2: cleaned up: released",
-        "result: <2> ended with an error: process failed: command `workflow::Charge` failed: card expired",
+        "result: <2> ended with an error: process failed: command `Charge` failed: card expired",
         "result: order 3 shipped (receipt-visa-4242-1200000, TRACK0003)",
         "  gateway: refunded receipt-visa-4242-450000",
         "  warehouse: reservation 4 released",
