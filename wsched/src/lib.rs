@@ -171,6 +171,7 @@ mod payload;
 mod pid;
 mod process;
 mod runtime;
+mod spin_lock;
 pub mod supervisor;
 mod type_name;
 // The switch exports the whole toolbox; each build uses part of it.

@@ -24,7 +24,8 @@ use crate::process::{Event, Events, Message, Process, StepOutput, SuspendKind, S
 use crate::runtime::panic_message;
 use crate::runtime::shared::Filler;
 use crate::runtime::Handle;
-use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering, UnsafeCell};
+use crate::spin_lock::{MailboxGuard, MailboxLock};
+use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell};
 
 mod recycle;
 mod reference;
@@ -106,7 +107,7 @@ pub(crate) struct Header {
     /// process is marked done: a producer that finds it open knows its event will be
     /// seen or dropped by the owner, never lost in a queue nobody reads without the
     /// producer being told.
-    mailbox: Mutex<Mailbox>,
+    mailbox: MailboxLock<Mailbox>,
     /// The number of steps taken, and two flags in its top bits ([`BODY_LIVE`],
     /// [`DETACHED`]): one word where three fields took two. Written only by the owner
     /// (a plain load and store, no locked instruction), or before the cell is shared.
@@ -408,7 +409,7 @@ impl ProcessCell {
                 parent: None,
                 entry: EntryName::new(entry),
                 state: State::new_running(),
-                mailbox: Mutex::new(Mailbox::new(Outcome::Unstarted(input))),
+                mailbox: MailboxLock::new(Mailbox::new(Outcome::Unstarted(input))),
                 steps: AtomicU64::new(BODY_LIVE | if detached { DETACHED } else { 0 }),
                 suspended_at: UnsafeCell::new(None),
                 timers: TimerList::new(),
@@ -763,7 +764,7 @@ impl Header {
     #[inline(never)]
     fn push_bounded(
         &self,
-        mut mailbox: crate::sync::MutexGuard<'_, Mailbox>,
+        mut mailbox: MailboxGuard<'_, Mailbox>,
         taken: Message,
         message: &mut Option<Message>,
         signal: bool,

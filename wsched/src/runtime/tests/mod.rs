@@ -29,6 +29,8 @@ mod loom_recorder;
 #[cfg(loom)]
 mod loom_scheduler;
 #[cfg(loom)]
+mod loom_spin_lock;
+#[cfg(loom)]
 mod loom_state;
 #[cfg(loom)]
 mod loom_timed;
