@@ -34,8 +34,13 @@ impl EntryName {
 
     pub(crate) fn as_str(&self) -> &str {
         match self {
-            Self::Inline { len, bytes } => std::str::from_utf8(&bytes[..usize::from(*len)])
-                .expect("the bytes were copied from a str"),
+            Self::Inline { len, bytes } => {
+                let bytes = &bytes[..usize::from(*len)];
+                // SAFETY: the first `len` bytes were copied from a whole `&str` in
+                // `new` and never change: valid UTF-8. (Checking again cost ~40
+                // instructions per spawn, which reads the name to find the entry.)
+                unsafe { std::str::from_utf8_unchecked(bytes) }
+            }
             Self::Heap(name) => name,
         }
     }

@@ -208,7 +208,7 @@ pub use error::{
     TimedSendError, TimedSendErrorKind, YieldError,
 };
 pub use exit::ExitReason;
-pub use payload::{IntoPayloads, Payload, PayloadTypeError, Payloads};
+pub use payload::{IntoPayloads, Payload, PayloadTypeError, Payloads, PayloadsIntoIter};
 pub use pid::Pid;
 pub use process::{
     Completion, Event, Events, Message, Process, Status, StepOutput, SuspendKind, SuspendPoint,

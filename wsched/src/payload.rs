@@ -410,56 +410,155 @@ impl std::error::Error for PayloadTypeError {}
 /// assert_eq!(input.len(), 2);
 /// assert_eq!(input[1].downcast_ref::<u8>(), Some(&3));
 /// ```
-#[derive(Debug, Default)]
-pub struct Payloads(Vec<Payload>);
+///
+/// Up to two payloads are held in place, without an allocation: most entries take
+/// few arguments, and a spawn's input is built, moved into the new process and
+/// taken apart once, so a vector's allocation was a `malloc` and a `free` per spawn.
+#[derive(Default)]
+pub struct Payloads(Repr);
+
+#[derive(Default)]
+enum Repr {
+    #[default]
+    Zero,
+    One(Payload),
+    Two([Payload; 2]),
+    Many(Vec<Payload>),
+}
 
 impl Payloads {
     /// No payloads.
     pub const fn new() -> Self {
-        Self(Vec::new())
+        Self(Repr::Zero)
     }
 
     /// Appends one payload.
     pub fn push(&mut self, payload: Payload) {
-        self.0.push(payload);
+        match &mut self.0 {
+            Repr::Many(many) => many.push(payload),
+            Repr::Zero => self.0 = Repr::One(payload),
+            small => {
+                self.0 = match std::mem::take(small) {
+                    Repr::One(first) => Repr::Two([first, payload]),
+                    Repr::Two(two) => {
+                        let mut many = Vec::with_capacity(4);
+                        many.extend(two);
+                        many.push(payload);
+                        Repr::Many(many)
+                    }
+                    Repr::Zero | Repr::Many(_) => unreachable!("matched above"),
+                }
+            }
+        }
     }
 
     /// The payloads as a vector.
     pub fn into_vec(self) -> Vec<Payload> {
-        self.0
+        match self.0 {
+            Repr::Many(many) => many,
+            small => Payloads(small).into_iter().collect(),
+        }
+    }
+}
+
+impl fmt::Debug for Payloads {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
     }
 }
 
 impl std::ops::Deref for Payloads {
     type Target = [Payload];
     fn deref(&self) -> &[Payload] {
-        &self.0
+        match &self.0 {
+            Repr::Zero => &[],
+            Repr::One(one) => std::slice::from_ref(one),
+            Repr::Two(two) => two,
+            Repr::Many(many) => many,
+        }
     }
 }
 
 impl std::ops::DerefMut for Payloads {
     fn deref_mut(&mut self) -> &mut [Payload] {
-        &mut self.0
+        match &mut self.0 {
+            Repr::Zero => &mut [],
+            Repr::One(one) => std::slice::from_mut(one),
+            Repr::Two(two) => two,
+            Repr::Many(many) => many,
+        }
+    }
+}
+
+/// The payloads of a [`Payloads`], in order, by value.
+pub struct PayloadsIntoIter(IterRepr);
+
+enum IterRepr {
+    /// Up to two payloads, taken out in order.
+    Small {
+        items: [Option<Payload>; 2],
+        next: usize,
+    },
+    Many(std::vec::IntoIter<Payload>),
+}
+
+impl Iterator for PayloadsIntoIter {
+    type Item = Payload;
+
+    #[inline]
+    fn next(&mut self) -> Option<Payload> {
+        match &mut self.0 {
+            IterRepr::Small { items, next } => {
+                let item = items.get_mut(*next)?.take();
+                *next += 1;
+                item
+            }
+            IterRepr::Many(many) => many.next(),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match &self.0 {
+            IterRepr::Small { items, next } => {
+                let left = items.iter().skip(*next).filter(|i| i.is_some()).count();
+                (left, Some(left))
+            }
+            IterRepr::Many(many) => many.size_hint(),
+        }
+    }
+}
+
+impl fmt::Debug for PayloadsIntoIter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PayloadsIntoIter").finish_non_exhaustive()
     }
 }
 
 impl IntoIterator for Payloads {
     type Item = Payload;
-    type IntoIter = std::vec::IntoIter<Payload>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.0.into_iter()
+    type IntoIter = PayloadsIntoIter;
+    fn into_iter(self) -> PayloadsIntoIter {
+        let small = |items| IterRepr::Small { items, next: 0 };
+        PayloadsIntoIter(match self.0 {
+            Repr::Zero => small([None, None]),
+            Repr::One(one) => small([Some(one), None]),
+            Repr::Two([a, b]) => small([Some(a), Some(b)]),
+            Repr::Many(many) => IterRepr::Many(many.into_iter()),
+        })
     }
 }
 
 impl From<Vec<Payload>> for Payloads {
     fn from(v: Vec<Payload>) -> Self {
-        Self(v)
+        Self(Repr::Many(v))
     }
 }
 
 impl FromIterator<Payload> for Payloads {
     fn from_iter<I: IntoIterator<Item = Payload>>(iter: I) -> Self {
-        Self(iter.into_iter().collect())
+        let mut all = Self::new();
+        iter.into_iter().for_each(|payload| all.push(payload));
+        all
     }
 }
 
@@ -477,7 +576,7 @@ impl IntoPayloads for Payloads {
 
 impl IntoPayloads for Vec<Payload> {
     fn into_payloads(self) -> Payloads {
-        Payloads(self)
+        Payloads::from(self)
     }
 }
 
@@ -487,20 +586,34 @@ impl IntoPayloads for () {
     }
 }
 
+// One and two values are held in place (see `Payloads`); more in one exact
+// allocation.
+impl<A: Any + Send> IntoPayloads for (A,) {
+    #[inline]
+    fn into_payloads(self) -> Payloads {
+        Payloads(Repr::One(Payload::new(self.0)))
+    }
+}
+
+impl<A: Any + Send, B: Any + Send> IntoPayloads for (A, B) {
+    #[inline]
+    fn into_payloads(self) -> Payloads {
+        Payloads(Repr::Two([Payload::new(self.0), Payload::new(self.1)]))
+    }
+}
+
 macro_rules! tuple_into_payloads {
     ($($name:ident),+) => {
         impl<$($name: Any + Send),+> IntoPayloads for ($($name,)+) {
             #[allow(non_snake_case)]
             fn into_payloads(self) -> Payloads {
                 let ($($name,)+) = self;
-                Payloads(vec![$(Payload::new($name)),+])
+                Payloads(Repr::Many(vec![$(Payload::new($name)),+]))
             }
         }
     };
 }
 
-tuple_into_payloads!(A);
-tuple_into_payloads!(A, B);
 tuple_into_payloads!(A, B, C);
 tuple_into_payloads!(A, B, C, D);
 tuple_into_payloads!(A, B, C, D, E);
@@ -511,6 +624,65 @@ tuple_into_payloads!(A, B, C, D, E, F, G, H);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn values(payloads: Payloads) -> Vec<u32> {
+        payloads
+            .into_iter()
+            .map(|p| p.downcast::<u32>().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn payloads_keep_their_order_however_many_there_are() {
+        for n in 0..6_u32 {
+            let mut pushed = Payloads::new();
+            (0..n).for_each(|i| pushed.push(Payload::new(i)));
+            assert_eq!(pushed.len(), n as usize);
+            let by_ref: Vec<u32> = pushed
+                .iter()
+                .map(|p| *p.downcast_ref::<u32>().unwrap())
+                .collect();
+            assert_eq!(by_ref, (0..n).collect::<Vec<_>>(), "{n} by reference");
+            let iter = Payloads::from_iter((0..n).map(Payload::new)).into_iter();
+            assert_eq!(iter.size_hint(), (n as usize, Some(n as usize)));
+            assert_eq!(values(pushed), (0..n).collect::<Vec<_>>(), "{n} by value");
+            let vec = Payloads::from_iter((0..n).map(Payload::new)).into_vec();
+            assert_eq!(vec.len(), n as usize);
+        }
+    }
+
+    #[test]
+    fn tuples_become_one_payload_per_value_in_order() {
+        assert_eq!(values(().into_payloads()), []);
+        assert_eq!(values((7_u32,).into_payloads()), [7]);
+        assert_eq!(values((7_u32, 8_u32).into_payloads()), [7, 8]);
+        assert_eq!(values((7_u32, 8_u32, 9_u32).into_payloads()), [7, 8, 9]);
+        let mut two = (1_u32, 2_u32).into_payloads();
+        two[1] = Payload::new(5_u32);
+        two.push(Payload::new(6_u32));
+        assert_eq!(values(two), [1, 5, 6]);
+        assert_eq!(
+            format!("{:?}", (1_u32,).into_payloads())
+                .matches("u32")
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_payload_left_in_a_partly_taken_input_is_dropped_once() {
+        let shared = std::sync::Arc::new(());
+        let mut iter = (
+            std::sync::Arc::clone(&shared),
+            std::sync::Arc::clone(&shared),
+        )
+            .into_payloads()
+            .into_iter();
+        drop(iter.next());
+        assert_eq!(std::sync::Arc::strong_count(&shared), 2);
+        drop(iter);
+        assert_eq!(std::sync::Arc::strong_count(&shared), 1);
+    }
 
     #[test]
     fn wrong_type_names_both_types_and_gives_the_payload_back() {

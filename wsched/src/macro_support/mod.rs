@@ -36,7 +36,7 @@ pub use suspend::{
 /// Checks the argument count and then decodes the arguments one by one.
 pub struct Args {
     entry: &'static str,
-    input: std::vec::IntoIter<Payload>,
+    input: crate::payload::PayloadsIntoIter,
     position: usize,
 }
 
@@ -55,7 +55,7 @@ impl Args {
         }
         Ok(Self {
             entry,
-            input: input.into_vec().into_iter(),
+            input: input.into_iter(),
             position: 0,
         })
     }

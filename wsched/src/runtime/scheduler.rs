@@ -362,6 +362,9 @@ impl Scheduler {
             }
         }
         shared.release();
+        // Its workers' spare cell memory went to the depot: give it back now that
+        // they are gone (other schedulers' workers refill it as they need).
+        super::cell::give_back_spare_blocks();
         let metrics_after = shared.metrics();
         let ended = |m: &Metrics| m.finished + m.failed;
         let finished = ended(&metrics_after) - ended(&metrics_before);

@@ -30,7 +30,7 @@ use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell};
 mod recycle;
 mod reference;
 
-pub(crate) use recycle::keep_blocks_on_this_thread;
+pub(crate) use recycle::{give_back_spare_blocks, keep_blocks_on_this_thread};
 pub(crate) use reference::{CellRef, RefStock, ThinCell};
 
 /// Receives the answer to a claim of a process's result, exactly once. The two
@@ -360,8 +360,6 @@ impl Mailbox {
 }
 
 enum Outcome {
-    /// Not spawned yet: the input its `init` will get.
-    Unstarted(Payloads),
     Pending {
         waiter: Option<ResultWaiter>,
     },
@@ -387,18 +385,17 @@ impl ProcessCell {
         detached: bool,
         body: P,
     ) -> CellRef {
-        let mut cell = Self::unspawned(body, entry, Payloads::new(), detached);
+        let mut cell = Self::unspawned(body, entry, detached);
         let header = &mut CellRef::get_mut(&mut cell).expect("just made").header;
         header.pid = pid;
         header.parent = parent;
         header.state = State::new_ready();
-        header.mailbox.get_mut().outcome = Outcome::Pending { waiter: None };
         cell
     }
 
-    /// A RUNNING cell holding `process`, owned by whoever made it, with the input
-    /// its `init` will get; no PID or scheduler yet.
-    fn unspawned<P: Process>(process: P, entry: &str, input: Payloads, detached: bool) -> CellRef {
+    /// A RUNNING cell holding `process`, owned by whoever made it; no PID or
+    /// scheduler yet.
+    fn unspawned<P: Process>(process: P, entry: &str, detached: bool) -> CellRef {
         CellRef::new(ProcessCell::<P> {
             header: Header {
                 refs: AtomicU32::new(1),
@@ -409,7 +406,7 @@ impl ProcessCell {
                 parent: None,
                 entry: EntryName::new(entry),
                 state: State::new_running(),
-                mailbox: MailboxLock::new(Mailbox::new(Outcome::Unstarted(input))),
+                mailbox: MailboxLock::new(Mailbox::new(Outcome::Pending { waiter: None })),
                 steps: AtomicU64::new(BODY_LIVE | if detached { DETACHED } else { 0 }),
                 suspended_at: UnsafeCell::new(None),
                 timers: TimerList::new(),
@@ -475,7 +472,12 @@ fn fat_cell<P: Process>(header: *const Header) -> *const ProcessCell {
 
 /// A process not spawned yet, already in the cell it will run in (so spawning it
 /// allocates nothing more), with its entry and input.
-pub(crate) struct NewProcess(CellRef);
+pub(crate) struct NewProcess {
+    cell: CellRef,
+    /// Beside the cell, not in it: the cell would have to grow by the input's size
+    /// for the whole life of the process.
+    input: Payloads,
+}
 
 impl NewProcess {
     pub(crate) fn new<P: Process>(
@@ -484,17 +486,20 @@ impl NewProcess {
         input: Payloads,
         detached: bool,
     ) -> Self {
-        Self(ProcessCell::unspawned(process, entry, input, detached))
+        Self {
+            cell: ProcessCell::unspawned(process, entry, detached),
+            input,
+        }
     }
 
     /// The entry it is to run.
     pub(crate) fn entry(&self) -> &str {
-        self.0.entry()
+        self.cell.entry()
     }
 
     /// Whether its result will be discarded.
     pub(crate) fn is_detached(&self) -> bool {
-        self.0.is_detached()
+        self.cell.is_detached()
     }
 
     /// Asks for the process to be linked to its parent as it is spawned, before it
@@ -511,7 +516,7 @@ impl NewProcess {
     /// Whether it is to be linked to its parent as it is spawned.
     #[inline]
     pub(crate) fn links_to_parent(&self) -> bool {
-        self.0.steps.load(Ordering::Relaxed) & LINK_PARENT != 0
+        self.cell.steps.load(Ordering::Relaxed) & LINK_PARENT != 0
     }
 
     /// Discards its result when it finishes (see `SpawnOptions::detached`).
@@ -535,27 +540,21 @@ impl NewProcess {
     }
 
     fn header_mut(&mut self) -> &mut Header {
-        &mut CellRef::get_mut(&mut self.0)
+        &mut CellRef::get_mut(&mut self.cell)
             .expect("an unspawned process's cell is not shared")
             .header
     }
 
     /// Takes the input for `init` (empty the second time).
     pub(crate) fn take_input(&mut self) -> Payloads {
-        match mem::replace(
-            &mut self.header_mut().mailbox.get_mut().outcome,
-            Outcome::Pending { waiter: None },
-        ) {
-            Outcome::Unstarted(input) => input,
-            _ => Payloads::new(),
-        }
+        mem::take(&mut self.input)
     }
 
     /// The process itself, for the testing harness, which runs it outside any
     /// scheduler.
     pub(crate) fn process_mut(&mut self) -> &mut dyn Process {
         let cell =
-            CellRef::get_mut(&mut self.0).expect("an unspawned process's cell is not shared");
+            CellRef::get_mut(&mut self.cell).expect("an unspawned process's cell is not shared");
         assert!(
             cell.header.steps.load(Ordering::Relaxed) & BODY_LIVE != 0,
             "the process was dropped"
@@ -582,7 +581,7 @@ impl NewProcess {
         header.handle = Some(handle.clone());
         header.parent = parent;
         header.span = SpanSlot::process(pid, &header.entry, parent);
-        let cell = self.0;
+        let cell = self.cell;
         let mut owned = Owned { cell: &cell };
         let initialised = owned
             .with_body(|body| init(&cell, body, cell.entry(), input))
@@ -820,7 +819,6 @@ impl Header {
                 *slot = Some(waiter);
                 false
             }
-            Outcome::Unstarted(_) => unreachable!("only spawned processes are claimed"),
             Outcome::Pending { waiter: Some(_) } | Outcome::Claimed => {
                 drop(mailbox);
                 waiter.answer(Err(JoinError::AlreadyClaimed(self.pid)));
@@ -880,7 +878,6 @@ impl Header {
         let outcome = &mut mailbox.outcome;
         match outcome {
             Outcome::Pending { waiter } => waiter.take().is_some(),
-            Outcome::Unstarted(_) => unreachable!("only spawned processes are claimed"),
             _ => false,
         }
     }
@@ -899,10 +896,7 @@ impl Header {
                     *outcome = Outcome::Finished(result);
                     return false;
                 }
-                Outcome::Unstarted(_)
-                | Outcome::Finished(_)
-                | Outcome::Observed(_)
-                | Outcome::Claimed => {
+                Outcome::Finished(_) | Outcome::Observed(_) | Outcome::Claimed => {
                     unreachable!("a process finishes once")
                 }
             }

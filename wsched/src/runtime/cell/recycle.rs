@@ -10,13 +10,27 @@
 //!
 //! Only worker threads keep blocks ([`keep_blocks_on_this_thread`]): they are the
 //! ones that spawn and end processes at a high rate, and a user's thread that
-//! spawns a few processes should not hold memory for them until it exits (nor make
-//! the allocations of a spawn from outside depend on which thread freed the last
-//! cell). The cache is bounded ([`BINS`] layouts, [`BIN_CAPACITY`] blocks each: a
-//! few hundred KiB per worker at most) and given back to the allocator when the
-//! thread exits. A block freed on one thread and reused on another is fine: it is plain
-//! memory, handed over with the cell's last reference (whose drop synchronises with
-//! every earlier use, see `CellRef`'s `Drop`).
+//! spawns a few processes should not hold memory for them until it exits. The cache
+//! is bounded ([`BINS`] layouts, [`BIN_CAPACITY`] blocks each: a few hundred KiB per
+//! worker at most) and given back to the allocator when the thread exits. A block
+//! freed on one thread and reused on another is fine: it is plain memory, handed
+//! over with the cell's last reference (whose drop synchronises with every earlier
+//! use, see `CellRef`'s `Drop`).
+//!
+//! # The depot
+//!
+//! A worker whose bin is full passes half of it ([`BATCH`] blocks, one lock) to a
+//! process-wide depot (bounded too, [`DEPOT_CAPACITY`] blocks a layout), and a
+//! worker whose bin is empty takes a batch back from it. A spawn from a thread that
+//! is not a worker takes its one block from the depot when it has one. Why: a
+//! thread spawning many processes from outside allocates every cell, and the
+//! workers free them; through glibc both sides take the allocating thread's arena
+//! lock, and the profile of such a run (10,000 spawns from outside) was that
+//! lock's futex waits and wakes, half of all the time spent, at twice tokio's count.
+//! With the depot the cells go round — spawner, workers, depot, spawner — without
+//! the allocator. It is emptied when a scheduler shuts down
+//! ([`give_back_spare_blocks`]), so memory returns to the allocator once the
+//! schedulers are gone.
 //!
 //! Under loom, blocks go through loom's allocator instead, which reports a cell that
 //! was never freed (a reference-count bug) at the end of each model run.
@@ -30,6 +44,12 @@ const BINS: usize = 4;
 /// Blocks kept per layout.
 #[cfg(not(loom))]
 const BIN_CAPACITY: usize = 256;
+/// Blocks moved between a worker's bin and the depot at once.
+#[cfg(not(loom))]
+const BATCH: usize = BIN_CAPACITY / 2;
+/// Blocks the depot keeps per layout.
+#[cfg(not(loom))]
+const DEPOT_CAPACITY: usize = 4 * BIN_CAPACITY;
 
 /// A block for a cell of `layout` (never zero-sized: a cell has a header).
 pub(super) fn allocate(layout: Layout) -> NonNull<u8> {
@@ -66,21 +86,62 @@ pub(crate) fn keep_blocks_on_this_thread() {
     cache::enable();
 }
 
+/// Gives the depot's blocks back to the allocator (a scheduler shut down; the
+/// schedulers still running fill it again as their processes end).
+pub(crate) fn give_back_spare_blocks() {
+    #[cfg(not(loom))]
+    cache::empty_depot();
+}
+
 #[cfg(not(loom))]
 use std::alloc::{alloc as global_alloc, dealloc as global_dealloc};
 
 #[cfg(not(loom))]
 mod cache {
-    use super::{BINS, BIN_CAPACITY};
+    use super::{BATCH, BINS, BIN_CAPACITY, DEPOT_CAPACITY};
     use std::alloc::Layout;
     use std::cell::RefCell;
     use std::ptr::NonNull;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use parking_lot::Mutex;
 
     /// Free blocks of one layout.
     struct Bin {
         /// `None` while the bin is unused (then `blocks` is empty).
         layout: Option<Layout>,
         blocks: Vec<NonNull<u8>>,
+    }
+
+    impl Bin {
+        const UNUSED: Self = Self {
+            layout: None,
+            blocks: Vec::new(),
+        };
+    }
+
+    /// The bin for `layout` among `bins`; an unused (empty) bin takes the layout
+    /// over if none has it. `None` when every bin holds blocks of other layouts.
+    fn bin_for(bins: &mut [Bin; BINS], layout: Layout) -> Option<&mut Bin> {
+        match bins.iter().position(|bin| bin.layout == Some(layout)) {
+            Some(found) => Some(&mut bins[found]),
+            None => {
+                let bin = bins.iter_mut().find(|bin| bin.blocks.is_empty())?;
+                bin.layout = Some(layout);
+                Some(bin)
+            }
+        }
+    }
+
+    /// Gives every block of `bin` back to the allocator.
+    fn free_all(bin: &mut Bin) {
+        if let Some(layout) = bin.layout {
+            for block in bin.blocks.drain(..) {
+                // SAFETY: every kept block came from the global allocator with its
+                // bin's layout, and leaves the bin here, so it is freed once.
+                unsafe { std::alloc::dealloc(block.as_ptr(), layout) };
+            }
+        }
     }
 
     struct Cache {
@@ -93,14 +154,104 @@ mod cache {
         static CACHE: RefCell<Cache> = const {
             RefCell::new(Cache {
                 enabled: false,
-                bins: [const {
-                    Bin {
-                        layout: None,
-                        blocks: Vec::new(),
-                    }
-                }; BINS],
+                bins: [Bin::UNUSED; BINS],
             })
         };
+    }
+
+    /// Blocks that workers' full bins passed on (see the module docs).
+    pub(super) struct Depot {
+        bins: Mutex<Bins>,
+        /// How many blocks `bins` holds, updated under its lock: read without it,
+        /// so that a thread finding nothing there does not take the lock to see it.
+        blocks: AtomicUsize,
+    }
+
+    struct Bins([Bin; BINS]);
+
+    // SAFETY: the blocks are plain memory from the global allocator, owned by
+    // whoever holds them and tied to no thread; the depot's are only reached under
+    // its mutex.
+    unsafe impl Send for Bins {}
+
+    /// The process-wide depot.
+    static DEPOT: Depot = Depot::new();
+
+    impl Depot {
+        pub(super) const fn new() -> Self {
+            Self {
+                bins: Mutex::new(Bins([Bin::UNUSED; BINS])),
+                blocks: AtomicUsize::new(0),
+            }
+        }
+
+        fn may_have_blocks(&self) -> bool {
+            self.blocks.load(Ordering::Relaxed) > 0
+        }
+
+        /// Moves up to `BATCH` blocks of `layout` into `into` (empty, with room).
+        fn refill(&self, into: &mut Vec<NonNull<u8>>, layout: Layout) {
+            let mut bins = self.bins.lock();
+            let Some(bin) = bins.0.iter_mut().find(|b| b.layout == Some(layout)) else {
+                return;
+            };
+            let from = bin.blocks.len().saturating_sub(BATCH);
+            into.extend(bin.blocks.drain(from..));
+            self.blocks.fetch_sub(into.len(), Ordering::Relaxed);
+        }
+
+        /// One block of `layout`, for a thread that keeps none.
+        fn take_one(&self, layout: Layout) -> Option<NonNull<u8>> {
+            if !self.may_have_blocks() {
+                return None;
+            }
+            let mut bins = self.bins.lock();
+            let block = bins
+                .0
+                .iter_mut()
+                .find(|b| b.layout == Some(layout))?
+                .blocks
+                .pop()?;
+            self.blocks.fetch_sub(1, Ordering::Relaxed);
+            Some(block)
+        }
+
+        /// Moves the oldest `BATCH` blocks of a full bin's `from` here, as many as
+        /// there is room for; returns whether any moved.
+        fn spill(&self, from: &mut Vec<NonNull<u8>>, layout: Layout) -> bool {
+            let mut bins = self.bins.lock();
+            let Some(bin) = bin_for(&mut bins.0, layout) else {
+                return false;
+            };
+            if bin.blocks.capacity() == 0 {
+                // Once per layout: room for all it may hold, so spills never allocate.
+                bin.blocks.reserve_exact(DEPOT_CAPACITY);
+            }
+            let moved = BATCH.min(DEPOT_CAPACITY - bin.blocks.len());
+            bin.blocks.extend(from.drain(..moved));
+            self.blocks.fetch_add(moved, Ordering::Relaxed);
+            moved > 0
+        }
+
+        /// Gives every block, and the room reserved for them, back.
+        pub(super) fn empty(&self) {
+            let mut bins = self.bins.lock();
+            for bin in &mut bins.0 {
+                free_all(bin);
+                *bin = Bin::UNUSED;
+            }
+            self.blocks.store(0, Ordering::Relaxed);
+        }
+
+        #[cfg(test)]
+        pub(super) fn holds(&self, layout: Layout) -> usize {
+            self.bins
+                .lock()
+                .0
+                .iter()
+                .find(|bin| bin.layout == Some(layout))
+                .map_or(0, |bin| bin.blocks.len())
+        }
     }
 
     /// Turns keeping on, with room for every block it may keep allocated now, so
@@ -115,30 +266,49 @@ mod cache {
         });
     }
 
-    /// A kept block of `layout`, if this thread has one.
+    /// A kept block of `layout`: this thread's if it keeps blocks (refilled from
+    /// the depot when empty), else one from the depot.
     #[inline]
     pub(super) fn take(layout: Layout) -> Option<NonNull<u8>> {
+        take_via(&DEPOT, layout)
+    }
+
+    /// [`take`], with `depot` as the depot.
+    #[inline]
+    pub(super) fn take_via(depot: &Depot, layout: Layout) -> Option<NonNull<u8>> {
         CACHE
             .try_with(|cache| {
                 let mut cache = cache.try_borrow_mut().ok()?;
                 if !cache.enabled {
-                    return None;
+                    drop(cache);
+                    return depot.take_one(layout);
                 }
-                cache
-                    .bins
-                    .iter_mut()
-                    .find(|bin| bin.layout == Some(layout))?
-                    .blocks
-                    .pop()
+                let bin = bin_for(&mut cache.bins, layout)?;
+                if bin.blocks.is_empty() && depot.may_have_blocks() {
+                    // Within the capacity `enable` reserved: no allocation.
+                    depot.refill(&mut bin.blocks, layout);
+                }
+                bin.blocks.pop()
             })
             .ok()
             .flatten()
     }
 
     /// Keeps `block` (of `layout`) for a later [`take`]; gives it back if this
-    /// thread keeps enough already (or is exiting).
+    /// thread keeps none (or is exiting), or if neither its bin nor the depot has
+    /// room.
     #[inline]
     pub(super) fn keep(block: NonNull<u8>, layout: Layout) -> Option<NonNull<u8>> {
+        keep_via(&DEPOT, block, layout)
+    }
+
+    /// [`keep`], with `depot` as the depot.
+    #[inline]
+    pub(super) fn keep_via(
+        depot: &Depot,
+        block: NonNull<u8>,
+        layout: Layout,
+    ) -> Option<NonNull<u8>> {
         CACHE
             .try_with(|cache| {
                 let Ok(mut cache) = cache.try_borrow_mut() else {
@@ -147,19 +317,10 @@ mod cache {
                 if !cache.enabled {
                     return Some(block);
                 }
-                let bins = &mut cache.bins;
-                let bin = match bins.iter().position(|bin| bin.layout == Some(layout)) {
-                    Some(found) => &mut bins[found],
-                    // A new layout takes over a bin with nothing in it.
-                    None => match bins.iter_mut().find(|bin| bin.blocks.is_empty()) {
-                        Some(bin) => {
-                            bin.layout = Some(layout);
-                            bin
-                        }
-                        None => return Some(block),
-                    },
+                let Some(bin) = bin_for(&mut cache.bins, layout) else {
+                    return Some(block);
                 };
-                if bin.blocks.len() == BIN_CAPACITY {
+                if bin.blocks.len() == BIN_CAPACITY && !depot.spill(&mut bin.blocks, layout) {
                     return Some(block);
                 }
                 // Within the capacity `enable` reserved: no allocation.
@@ -169,17 +330,14 @@ mod cache {
             .unwrap_or(Some(block))
     }
 
+    /// Gives the process-wide depot's blocks back.
+    pub(super) fn empty_depot() {
+        DEPOT.empty();
+    }
+
     impl Drop for Cache {
         fn drop(&mut self) {
-            for bin in &mut self.bins {
-                if let Some(layout) = bin.layout {
-                    for block in bin.blocks.drain(..) {
-                        // SAFETY: every kept block came from the global allocator
-                        // with its bin's layout, and is freed once, here.
-                        unsafe { std::alloc::dealloc(block.as_ptr(), layout) };
-                    }
-                }
-            }
+            self.bins.iter_mut().for_each(free_all);
         }
     }
 
@@ -229,18 +387,28 @@ mod tests {
         }
     }
 
+    /// Releases `count` fresh blocks of `layout` on this thread through `depot`.
+    fn release_fresh(depot: &cache::Depot, layout: Layout, count: usize) {
+        for _ in 0..count {
+            // SAFETY: `layout` is not zero-sized.
+            let block = NonNull::new(unsafe { global_alloc(layout) }).unwrap();
+            if let Some(block) = cache::keep_via(depot, block, layout) {
+                // SAFETY: allocated just above with `layout`, not kept.
+                unsafe { global_dealloc(block.as_ptr(), layout) };
+            }
+        }
+    }
+
     #[test]
     fn the_cache_is_bounded_per_layout_and_in_layouts() {
+        // Its own depot, with no bins for a fifth layout either.
+        let depot = cache::Depot::new();
         keep_blocks_on_this_thread();
         let layouts: Vec<Layout> = (0..=BINS)
             .map(|i| Layout::from_size_align(1000 + 8 * i, 8).unwrap())
             .collect();
         for &layout in &layouts {
-            let blocks: Vec<_> = (0..BIN_CAPACITY + 10).map(|_| allocate(layout)).collect();
-            for block in blocks {
-                // SAFETY: each allocated above with `layout`, released once.
-                unsafe { release(block, layout) };
-            }
+            release_fresh(&depot, layout, BIN_CAPACITY);
         }
         for &layout in &layouts[..BINS] {
             assert_eq!(cache::kept(layout), BIN_CAPACITY);
@@ -250,5 +418,75 @@ mod tests {
             0,
             "no bin left for a fifth layout"
         );
+        assert_eq!(depot.holds(layouts[BINS]), 0, "nor in the depot");
+        depot.empty();
+    }
+
+    #[test]
+    fn a_full_bin_passes_a_batch_to_the_depot_up_to_its_capacity() {
+        let depot = cache::Depot::new();
+        keep_blocks_on_this_thread();
+        let layout = Layout::from_size_align(2000, 8).unwrap();
+        release_fresh(&depot, layout, BIN_CAPACITY);
+        assert_eq!(
+            depot.holds(layout),
+            0,
+            "nothing spills before the bin is full"
+        );
+        release_fresh(&depot, layout, 1);
+        assert_eq!(cache::kept(layout), BIN_CAPACITY - BATCH + 1);
+        assert_eq!(depot.holds(layout), BATCH);
+        // Fill the depot: what neither has room for goes back to the allocator.
+        release_fresh(&depot, layout, 2 * DEPOT_CAPACITY);
+        assert_eq!(depot.holds(layout), DEPOT_CAPACITY);
+        assert_eq!(cache::kept(layout), BIN_CAPACITY);
+        depot.empty();
+        assert_eq!(depot.holds(layout), 0);
+        // This thread's bin is freed when the test's thread exits.
+    }
+
+    #[test]
+    fn an_empty_bin_takes_a_batch_from_the_depot() {
+        let depot = cache::Depot::new();
+        keep_blocks_on_this_thread();
+        let layout = Layout::from_size_align(2008, 8).unwrap();
+        release_fresh(&depot, layout, BIN_CAPACITY + 1);
+        let taken: Vec<_> = (0..BIN_CAPACITY - BATCH + 1)
+            .map(|_| cache::take_via(&depot, layout).unwrap())
+            .collect();
+        assert_eq!(cache::kept(layout), 0);
+        assert_eq!(depot.holds(layout), BATCH);
+        let refilled = cache::take_via(&depot, layout).expect("the depot has blocks");
+        assert_eq!(cache::kept(layout), BATCH - 1, "a whole batch came over");
+        assert_eq!(depot.holds(layout), 0);
+        assert!(!taken.contains(&refilled), "each block is handed out once");
+        for block in taken.into_iter().chain([refilled]) {
+            // SAFETY: from the global allocator with `layout`, handed out once.
+            unsafe { global_dealloc(block.as_ptr(), layout) };
+        }
+    }
+
+    #[test]
+    fn a_thread_that_keeps_nothing_takes_single_blocks_from_the_depot() {
+        let depot = cache::Depot::new();
+        let layout = Layout::from_size_align(2016, 8).unwrap();
+        assert!(
+            cache::take_via(&depot, layout).is_none(),
+            "an empty depot has none"
+        );
+        // A worker-like thread fills it (its own bin is freed when it exits).
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                keep_blocks_on_this_thread();
+                release_fresh(&depot, layout, BIN_CAPACITY + 1);
+            });
+        });
+        assert_eq!(depot.holds(layout), BATCH);
+        let block = cache::take_via(&depot, layout).expect("one from the depot");
+        assert_eq!(depot.holds(layout), BATCH - 1);
+        assert_eq!(cache::kept(layout), 0, "this thread keeps nothing");
+        // SAFETY: from the global allocator with `layout`, handed out once.
+        unsafe { global_dealloc(block.as_ptr(), layout) };
+        depot.empty();
     }
 }
