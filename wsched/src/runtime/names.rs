@@ -32,8 +32,8 @@
 //! leave a name held by a process that has ended. What orders them is the process's
 //! mailbox lock:
 //!
-//! * The end marks the process done, then publishes its result under its mailbox lock
-//!   (`ProcessCell::store_result`), then reads `used`.
+//! * The end marks the process done and publishes its result under its mailbox lock
+//!   (`ProcessCell::end_with`), then reads `used`.
 //! * A registration sets `used`, then takes and releases the process's mailbox lock
 //!   (reading its suspension point is a way to do that), then, under the table's
 //!   locks, checks that the process is not done before it records the name.

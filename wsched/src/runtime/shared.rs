@@ -215,11 +215,10 @@ impl Shared {
         let pid = self.registry.reserve(caller);
         let spawned = process.spawn(handle, pid, parent, |cell, body, method, input| {
             // The process reaches the scheduler through its own cell.
-            let ctx = Context::of_process(cell.clone());
-            init_process(body, ctx, method, input)
+            init_process(body, Context::of_process(cell), method, input)
         });
-        let cell = match spawned {
-            Ok(cell) => cell,
+        let (cell, for_table) = match spawned {
+            Ok(spawned) => (spawned.cell, spawned.for_table),
             Err(error) => {
                 self.registry.release(pid);
                 self.live.end(caller);
@@ -236,7 +235,7 @@ impl Shared {
             let parent = parent.expect("only a process spawns linked");
             self.monitors.link_spawned(parent, pid);
         }
-        self.registry.publish(cell.clone());
+        self.registry.publish(for_table);
         // Shutdown clears `accepting` (then sets `stopping`) before it sweeps the PID
         // table shard by shard; the shard lock orders this registration against the
         // sweep: either the sweep finds the cell, or we see the flags here and do

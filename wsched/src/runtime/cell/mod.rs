@@ -113,7 +113,7 @@ pub(crate) struct Header {
     /// (a plain load and store, no locked instruction), or before the cell is shared.
     steps: AtomicU64,
     /// Where the process waits, for listings. Only the owner writes it (through
-    /// [`Owned`]), under the mailbox lock; others read it under that lock; the owner
+    /// [`Owned`], and as it ends, in `end_with`), under the mailbox lock; others read it under that lock; the owner
     /// reads it without (no write can race with its reads). So a process suspending
     /// at the same place step after step — the common case — compares and takes no
     /// lock, and the point costs no lock and no second copy of its own.
@@ -563,37 +563,46 @@ impl NewProcess {
         cell.body.with_mut(|body| unsafe { &mut **body })
     }
 
-    /// Makes the process `pid` of `handle`'s scheduler: `init` gets the cell (to
-    /// build the process's `Context` from), the process, its entry and its input, and
-    /// returns the error that refuses the spawn, if any (the process is then dropped,
-    /// quietly). The cell is RUNNING, owned by this function, until `init` succeeds;
-    /// it is returned READY, for the caller to register and queue.
+    /// Makes the process `pid` of `handle`'s scheduler: `init` gets a reference to
+    /// the cell (for the process's `Context`), the process, its entry and its input,
+    /// and returns the error that refuses the spawn, if any (the process is then
+    /// dropped, quietly). The cell is RUNNING, owned by this function, until `init`
+    /// succeeds; it is returned READY, for the caller to register and queue, with a
+    /// second reference for the PID table.
     pub(crate) fn spawn<E>(
         mut self,
         handle: &Handle,
         pid: Pid,
         parent: Option<Pid>,
-        init: impl FnOnce(&CellRef, &mut dyn Process, &str, Payloads) -> Result<(), E>,
-    ) -> Result<CellRef, E> {
+        init: impl FnOnce(CellRef, &mut dyn Process, &str, Payloads) -> Result<(), E>,
+    ) -> Result<Spawned, E> {
         let input = self.take_input();
         let header = self.header_mut();
         header.pid = pid;
         header.handle = Some(handle.clone());
         header.parent = parent;
         header.span = SpanSlot::process(pid, &header.entry, parent);
+        // The counts of the `Context`'s reference and the PID table's, added with
+        // plain loads and stores while this is the only reference (`header_mut`
+        // checked): cloning it twice was two locked instructions per spawn.
+        let refs = header.refs.load(Ordering::Relaxed);
+        header.refs.store(refs + 2, Ordering::Relaxed);
         let cell = self.cell;
+        // SAFETY: each owns one of the two counts added above.
+        let (for_context, for_table) = unsafe { (CellRef::adopt(&cell), CellRef::adopt(&cell)) };
         let mut owned = Owned { cell: &cell };
         let initialised = owned
-            .with_body(|body| init(&cell, body, cell.entry(), input))
+            .with_body(|body| init(for_context, body, cell.entry(), input))
             .expect("an unspawned process has its body");
         match initialised {
             Ok(()) => {
                 trace::spawned(&owned);
                 let ready = matches!(owned.finish_step(Suspend::Continue), Ok(true));
                 debug_assert!(ready, "nobody else can reach an unpublished cell");
-                Ok(cell)
+                Ok(Spawned { cell, for_table })
             }
             Err(error) => {
+                drop(for_table);
                 // Never published: nobody will look at it again. The body may hold
                 // a `Context` (a reference to the cell): dropping it ends the cycle.
                 let _ = owned.drop_body();
@@ -602,6 +611,14 @@ impl NewProcess {
             }
         }
     }
+}
+
+/// A process [`NewProcess::spawn`] initialised: READY, not yet in the PID table.
+pub(crate) struct Spawned {
+    /// The reference that queues and runs it.
+    pub(crate) cell: CellRef,
+    /// The PID table's reference.
+    pub(crate) for_table: CellRef,
 }
 
 impl fmt::Debug for NewProcess {
@@ -882,12 +899,21 @@ impl Header {
         }
     }
 
-    /// Stores the result, or hands it to the registered waiter (outside the lock).
-    /// Returns true when the result has been handed out (or discarded, for a
-    /// detached process), so the PID table no longer needs the cell.
-    fn store_result(&self, result: Result<Payload, ProcessError>) -> bool {
+    /// Marks the process done and stores the result, or hands it to the registered
+    /// waiter (outside the lock). Returns true when the result has been handed out
+    /// (or discarded, for a detached process), so the PID table no longer needs the
+    /// cell. Called by the owner (whose token is spent): one pass through the
+    /// mailbox lock clears the suspension point, marks the end and stores the result,
+    /// where these were two.
+    fn end_with(&self, result: Result<Payload, ProcessError>) -> bool {
         let waiter = {
             let mut mailbox = self.mailbox.lock();
+            // SAFETY: the owner writes under the mailbox lock, which every other
+            // reader holds (see `Header::suspended_at`).
+            self.suspended_at.with_mut(|point| unsafe { *point = None });
+            // Under the lock, so a registration passing through it after this sees
+            // the process done (see `names.rs`).
+            self.state.set_done();
             let outcome = &mut mailbox.outcome;
             match mem::replace(outcome, Outcome::Claimed) {
                 Outcome::Pending { waiter: Some(w) } => Some(w),
@@ -1052,11 +1078,8 @@ impl<'a> Owned<'a> {
     /// Second half: marks the process done and stores or hands out `result`. Returns
     /// whether the result was handed out (or discarded, for a detached process), so
     /// the PID table may forget the cell.
-    pub(crate) fn finish(mut self, result: Result<Payload, ProcessError>) -> bool {
-        self.publish_suspend_point(None);
-        let cell = self.release();
-        cell.state.set_done();
-        cell.store_result(result)
+    pub(crate) fn finish(self, result: Result<Payload, ProcessError>) -> bool {
+        self.release().end_with(result)
     }
 }
 

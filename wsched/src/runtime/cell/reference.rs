@@ -76,6 +76,15 @@ impl CellRef {
         this.refs.load(Ordering::Relaxed) as usize
     }
 
+    /// Another reference to `this`'s cell, owning a count its owner already added
+    /// (with a plain store, while it held the only reference).
+    ///
+    /// # Safety
+    /// One count of the cell is owned by nobody, and becomes the new reference's.
+    pub(super) unsafe fn adopt(this: &Self) -> Self {
+        Self(this.0)
+    }
+
     /// The cell, mutably, if this is its only reference.
     pub(crate) fn get_mut(this: &mut Self) -> Option<&mut ProcessCell> {
         // Acquire: pairs with the Release of drops of other references, so their
