@@ -45,7 +45,7 @@ const fn fits_inline<T>() -> bool {
 }
 
 /// What a payload knows of its value's type: one static per type (see `Described`).
-struct Meta {
+pub(crate) struct Meta {
     type_name: fn() -> &'static str,
     /// The id itself, not a function returning it: a type check is then a load
     /// from this static, where a call returned the id through memory and the
@@ -127,6 +127,40 @@ impl Payload {
     /// Wraps a yielded command, remembering its output type (see [`Meta::output`]).
     pub(crate) fn command<C: crate::Command>(command: C) -> Self {
         Self::with_meta(command, &<C as DescribedCommand>::META)
+    }
+
+    /// What [`command`](Self::command) stores of a `C`: with the command, all that
+    /// code that does not know `C` is a command needs to wrap it (see
+    /// [`from_parts`](Self::from_parts)).
+    #[inline(always)]
+    pub(crate) fn command_meta<C: crate::Command>() -> &'static Meta {
+        &<C as DescribedCommand>::META
+    }
+
+    /// Wraps `value` as [`command`](Self::command) would, where `C`'s bounds are not
+    /// known (the first poll of a `yield_cmd!`'s future: bounds there would repeat
+    /// the compiler's error for a value that is no command).
+    ///
+    /// # Safety
+    /// `meta` is `command_meta::<T>()`.
+    #[inline(always)]
+    pub(crate) unsafe fn from_parts<T>(value: T, meta: &'static Meta) -> Self {
+        let mut storage = Storage::uninit();
+        if fits_inline::<T>() {
+            // SAFETY: a `T` fits in `storage`, size and alignment (`fits_inline`),
+            // and the storage is ours.
+            unsafe { storage.as_mut_ptr().cast::<T>().write(value) };
+        } else {
+            let boxed = Box::into_raw(Box::new(value));
+            // SAFETY: a pointer fits in the storage (two words, word-aligned).
+            unsafe { storage.as_mut_ptr().cast::<*mut T>().write(boxed) };
+        }
+        // `meta` describes a `T` (the contract), stored as `with_meta` stores it.
+        Self {
+            meta,
+            storage,
+            _value: PhantomData,
+        }
     }
 
     /// The output type of the command this holds, if it was wrapped by

@@ -494,6 +494,22 @@ impl StepOutput {
         }
     }
 
+    /// [`yield_command`](Self::yield_command) of a command already wrapped by
+    /// `Payload::command`.
+    #[inline]
+    pub(crate) fn yield_payload(&mut self, tag: Tag, command: Payload) {
+        self.yields.reserve(1);
+        let len = self.yields.len();
+        // SAFETY: as in `yield_command`.
+        unsafe {
+            self.yields
+                .as_mut_ptr()
+                .add(len)
+                .write(Yield { tag, command });
+            self.yields.set_len(len + 1);
+        }
+    }
+
     /// Appends a ready-made yield.
     #[inline]
     pub fn push_yield(&mut self, y: Yield) {

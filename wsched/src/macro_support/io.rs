@@ -5,15 +5,17 @@
 //!
 //! The state ([`Io`]) is owned by the machine, not shared: no `Arc`, no lock. For the
 //! duration of one poll, `step` lends it, the process's [`Context`] and the step's
-//! [`StepOutput`] to a thread-local slot ([`install`]) as pointers, and takes them
-//! back afterwards (also when the poll unwinds). Nothing moves: the slot is four
-//! `Cell`s, so installing costs a few stores. The futures created and polled by the
-//! entry body during that poll reach the state and the output through [`with_step`]
-//! (`wsched::this` through [`with`], the state alone), which lends them out under a
-//! busy flag: a re-entrant access (say, a `Drop` impl that calls
-//! `wsched::this::pid()` while the runtime holds the state) panics with a clear
-//! message instead of aliasing. `wsched::this` reaches the context through
-//! [`with_context`] by reference, without cloning it.
+//! [`StepOutput`] as pointers in a [`Lent`] on its stack, and takes them back
+//! afterwards (also when the poll unwinds). Nothing moves. The suspension points
+//! polled by the entry reach the `Lent` through the poll's waker
+//! ([`with_step_in`]), which the compiler sees through when the coroutine is inlined
+//! into the step; `yield_cmd!`'s dispatch, which runs before its future is polled,
+//! and `wsched::this` reach it through a thread-local slot that `step` points at it
+//! ([`install`]; one store, and one to restore). Either way it is lent out under a
+//! busy flag ([`with_step`], [`with`] for the state alone): a re-entrant access
+//! (say, a `Drop` impl that calls `wsched::this::pid()` while the runtime holds the
+//! state) panics with a clear message instead of aliasing. `wsched::this` reaches
+//! the context through [`with_context`] by reference, without cloning it.
 //!
 //! The suspension points write their yields, withdrawals and where they wait
 //! straight into the output: the state holds only what lasts between steps, which
@@ -29,6 +31,7 @@ use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::mem;
 use std::ptr;
+use std::task::{Context as TaskCx, RawWaker, RawWakerVTable, Waker};
 
 use crate::command::Command;
 use crate::context::Context;
@@ -56,7 +59,7 @@ pub(crate) struct Io {
     /// The last tag handed out; tags start at 1.
     last_tag: u64,
     /// The state of the tags `last_tag + 1 - slots.len() ..= last_tag`, oldest
-    /// first; every older tag is [`Slot::Done`]. Tags are handed out in sequence, so
+    /// first; every older tag but `one_tag` is [`Slot::Done`]. Tags are handed out in sequence, so
     /// a tag's slot is found by subtracting: delivering, taking and abandoning are
     /// O(1), where searching lists of tags made a `yield_all!` of n commands cost
     /// O(n²). Emptied (in bulk, O(1) a tag) by the first yield after no slot is
@@ -64,6 +67,12 @@ pub(crate) struct Io {
     /// pending one has outstanding tags, and it consumes or abandons all of them
     /// before completing.
     slots: Vec<Slot>,
+    /// The tag of the yield made when no other was outstanding (one `yield_cmd!`
+    /// at a time, the usual case), or 0: its completion goes to `one`, not to a
+    /// slot, which spares delivering and taking it the slot's lookup.
+    one_tag: u64,
+    /// The completion of `one_tag`, once arrived; `None` while `one_tag` is 0.
+    one: Option<Result<Payload, YieldError>>,
     /// Messages not received yet, in arrival order.
     pub(crate) mailbox: VecDeque<Message>,
     /// How many of `slots` are not [`Slot::Done`]. 32 bits: 2³² outstanding yields
@@ -88,6 +97,8 @@ impl Default for Io {
             entry: &"",
             last_tag: 0,
             slots: Vec::new(),
+            one_tag: 0,
+            one: None,
             mailbox: VecDeque::new(),
             live: 0,
             cancel_pending: false,
@@ -104,6 +115,14 @@ impl Io {
     #[inline]
     pub(crate) fn deliver(&mut self, event: Event) -> Option<Payload> {
         match event {
+            Event::Completion(c) if c.tag.0 == self.one_tag => {
+                if self.one_tag == 0 || self.one.is_some() {
+                    // Tag 0 (never handed out), or a duplicate.
+                    return c.result.ok();
+                }
+                self.one = Some(c.result);
+                None
+            }
             Event::Completion(c) => match self.slot_mut(c.tag) {
                 Some(slot @ Slot::Waiting) => {
                     *slot = Slot::Ready(c.result);
@@ -155,8 +174,35 @@ impl Io {
     // a call, its prologue and epilogue were a sixth of a `yield_cmd!`'s own time.
     #[inline(always)]
     pub(crate) fn dispatch<C: Command>(&mut self, out: &mut StepOutput, command: C) -> Tag {
+        let tag = self.next_tag();
+        // In place (see `StepOutput::yield_command`).
+        out.yield_command(tag, command);
+        tag
+    }
+
+    /// [`dispatch`](Self::dispatch) of a command already wrapped by
+    /// `Payload::command`.
+    #[inline(always)]
+    pub(crate) fn dispatch_payload(&mut self, out: &mut StepOutput, command: Payload) -> Tag {
+        let tag = self.next_tag();
+        out.yield_payload(tag, command);
+        tag
+    }
+
+    /// Hands out the next tag, its slot waiting.
+    #[inline(always)]
+    fn next_tag(&mut self) -> Tag {
         self.last_tag += 1;
-        let tag = Tag(self.last_tag);
+        if self.live == 0 && self.one_tag == 0 {
+            // Nothing else outstanding: the completion goes to `one`. Every slot is
+            // done, so none has anything to drop; emptying them makes the window
+            // (which ends at the last tag) empty, as this tag has no slot.
+            // SAFETY: 0 is no more than the length, and no element is initialised
+            // anew (they are all done, and dropping a done slot does nothing).
+            unsafe { self.slots.set_len(0) };
+            self.one_tag = self.last_tag;
+            return Tag(self.last_tag);
+        }
         if self.live == 0 && self.slots.len() == 1 {
             // The usual case, one yield at a time: its done slot is reused (now the
             // slot of this tag, since the window ends at the last tag). Every slot is
@@ -167,9 +213,7 @@ impl Io {
             self.open_slot();
         }
         self.live += 1;
-        // In place (see `StepOutput::yield_command`).
-        out.yield_command(tag, command);
-        tag
+        Tag(self.last_tag)
     }
 
     /// Appends the slot of a new tag, after starting a new window if no slot is live.
@@ -189,6 +233,9 @@ impl Io {
 
     /// Whether the completion of `tag` arrived and was not consumed yet.
     pub(crate) fn is_ready(&self, tag: Tag) -> bool {
+        if tag.0 == self.one_tag && tag.0 != 0 {
+            return self.one.is_some();
+        }
         let slot = self.offset(tag).map(|offset| &self.slots[offset]);
         matches!(slot, Some(Slot::Ready(_)))
     }
@@ -196,6 +243,11 @@ impl Io {
     /// Takes the completion of `tag` if it arrived.
     #[inline]
     pub(crate) fn take(&mut self, tag: Tag) -> Option<Result<Payload, YieldError>> {
+        if tag.0 == self.one_tag && tag.0 != 0 {
+            let result = self.one.take()?;
+            self.one_tag = 0;
+            return Some(result);
+        }
         let offset = self.offset(tag)?;
         let slot = &mut self.slots[offset];
         if !matches!(slot, Slot::Ready(_)) {
@@ -216,6 +268,14 @@ impl Io {
         out: &mut StepOutput,
         tag: Tag,
     ) -> Option<Result<Payload, YieldError>> {
+        if tag.0 == self.one_tag && tag.0 != 0 {
+            self.one_tag = 0;
+            if let Some(result) = self.one.take() {
+                return Some(result);
+            }
+            out.withdraw(tag);
+            return None;
+        }
         let slot = self.offset(tag).map(|offset| &mut self.slots[offset]);
         let previous = match slot {
             Some(slot) if !matches!(slot, Slot::Done) => {
@@ -257,115 +317,224 @@ impl Io {
     }
 }
 
-/// What is installed on this thread: pointers into the machine being stepped.
-struct Current {
-    /// Its state, or null outside a poll.
-    io: Cell<*mut Io>,
-    /// Its context, or null outside a poll (and before `init`).
-    ctx: Cell<*const Context>,
-    /// The step's output, or null outside a poll (and while the machine drops its
-    /// coroutine, when no suspension point can run).
-    out: Cell<*mut StepOutput>,
+/// What a step lends out: pointers into the machine being stepped, and the flag that
+/// refuses a second borrow while one is lent. It lives on the stack of the step (or
+/// of the drop of the coroutine), which reaches it to the suspension points through
+/// the poll's waker and to everything else through the thread-local slot.
+pub(crate) struct Lent<'a> {
+    /// The state.
+    io: *mut Io,
+    /// The context, or null before `init`.
+    ctx: *const Context,
+    /// The step's output, or null while the machine drops its coroutine (when no
+    /// suspension point can run).
+    out: *mut StepOutput,
     /// Set while [`with`] or [`with_step`] lends the state out: a re-entrant use is
     /// refused.
     busy: Cell<bool>,
+    /// The borrows the pointers stand for.
+    _lent: PhantomData<(&'a mut Io, &'a Context, &'a mut StepOutput)>,
 }
+
+impl<'a> Lent<'a> {
+    /// Lends `io`, `ctx` and `out` for as long as the result lives.
+    #[inline]
+    pub(crate) fn new(
+        io: &'a mut Io,
+        ctx: Option<&'a Context>,
+        out: Option<&'a mut StepOutput>,
+    ) -> Self {
+        Self {
+            io,
+            ctx: ctx.map_or(ptr::null(), ptr::from_ref),
+            out: out.map_or(ptr::null_mut(), ptr::from_mut),
+            busy: Cell::new(false),
+            _lent: PhantomData,
+        }
+    }
+
+    /// What the poll's waker carries to the suspension points (see [`View`]).
+    #[inline]
+    pub(crate) fn view(&self) -> View<'_> {
+        View {
+            lent: self,
+            io: self.io,
+            out: self.out,
+        }
+    }
+
+    /// The state, after the checks every use makes.
+    #[inline]
+    #[track_caller]
+    fn io(&self, what: &'static str) -> *mut Io {
+        if self.busy.get() {
+            refuse_busy(what)
+        }
+        self.io
+    }
+
+    /// Lends the state and the output to `f` under the busy flag.
+    #[inline(always)]
+    #[track_caller]
+    fn lend_step<R>(&self, what: &'static str, f: impl FnOnce(&mut Io, &mut StepOutput) -> R) -> R {
+        let io = self.io(what);
+        let out = self.out;
+        if out.is_null() {
+            refuse_outside(what)
+        }
+        self.busy.set(true);
+        let _busy = Busy(&self.busy);
+        // SAFETY: `Lent::new` made both pointers from two distinct `&mut` borrows
+        // that the `Lent` keeps (it outlives this call: it is further up this
+        // thread's stack, in the step), and `busy` makes these the only references
+        // made from them until `f` returns: every other user of the `Lent` refuses
+        // while it is set, and `install` panics.
+        f(unsafe { &mut *io }, unsafe { &mut *out })
+    }
+}
+
+/// A [`Lent`] as the suspension points polled by the step see it, through the
+/// poll's waker ([`with_step_in`]): copies of its pointers, in a value whose address
+/// goes nowhere but into the waker. When the entry's coroutine is inlined into the
+/// step, as it usually is, the compiler sees through the waker to the state and the
+/// output, known from the step's arguments: no thread-local loads, no null checks,
+/// no reloads. (The `Lent` itself cannot be seen through: its address is in the
+/// thread-local slot.)
+pub(crate) struct View<'a> {
+    lent: &'a Lent<'a>,
+    io: *mut Io,
+    out: *mut StepOutput,
+}
+
+impl View<'_> {
+    /// The waker of a poll that lends this.
+    #[inline]
+    pub(crate) fn waker(&self) -> Waker {
+        // SAFETY: the vtable's functions never read the data pointer, and a clone
+        // is a waker without it (so no copy of the pointer outlives the poll); the
+        // pointer is read only by `with_step_in`, which checks the vtable first,
+        // while the poll that got this waker runs (the `View` outlives it: see
+        // `Machine::step`).
+        unsafe { Waker::from_raw(RawWaker::new(ptr::from_ref(self).cast(), &LENDING)) }
+    }
+
+    /// [`Lent::lend_step`], with the pointers known.
+    #[inline(always)]
+    #[track_caller]
+    fn lend_step<R>(&self, what: &'static str, f: impl FnOnce(&mut Io, &mut StepOutput) -> R) -> R {
+        let busy = &self.lent.busy;
+        if busy.get() {
+            refuse_busy(what)
+        }
+        // Never null: the step lends its output.
+        let (io, out) = (self.io, self.out);
+        busy.set(true);
+        let _busy = Busy(busy);
+        // SAFETY: as in `Lent::lend_step`: these are copies of the `Lent`'s
+        // pointers, lent under its busy flag.
+        f(unsafe { &mut *io }, unsafe { &mut *out })
+    }
+}
+
+/// The waker of a poll: no-ops, its data a `View` (see [`View::waker`]).
+static LENDING: RawWakerVTable = RawWakerVTable::new(clone_lending, noop, noop, noop);
+
+/// A clone does not keep the pointer to the lent state.
+static CLONED: RawWakerVTable = RawWakerVTable::new(clone_cloned, noop, noop, noop);
+
+fn clone_lending(_: *const ()) -> RawWaker {
+    RawWaker::new(ptr::null(), &CLONED)
+}
+
+fn clone_cloned(_: *const ()) -> RawWaker {
+    RawWaker::new(ptr::null(), &CLONED)
+}
+
+fn noop(_: *const ()) {}
 
 thread_local! {
-    // Plain `Cell`s without a destructor: an access is a TLS offset, with no lazy
+    // A plain `Cell` without a destructor: an access is a TLS offset, with no lazy
     // initialisation or destructor-registration check.
-    static CURRENT: Current = const {
-        Current {
-            io: Cell::new(ptr::null_mut()),
-            ctx: Cell::new(ptr::null()),
-            out: Cell::new(ptr::null_mut()),
-            busy: Cell::new(false),
-        }
-    };
+    static CURRENT: Cell<*const Lent<'static>> = const { Cell::new(ptr::null()) };
 }
 
-/// Lends `io`, `ctx` and `out` to the thread-local slot until the guard drops (also
-/// on unwinding). Nests: the previous occupant is restored afterwards.
+/// Puts `lent` in the thread-local slot until the guard drops (also on unwinding),
+/// for `wsched::this` and the suspension points polled without its waker. Nests: the
+/// previous occupant is restored afterwards.
 ///
 /// # Panics
 /// From inside [`with`] (a process stepped from inside a suspension point).
 #[inline]
-pub(crate) fn install<'a>(
-    io: &'a mut Io,
-    ctx: Option<&'a Context>,
-    out: Option<&'a mut StepOutput>,
-) -> Installed<'a> {
-    let ctx = ctx.map_or(ptr::null(), ptr::from_ref);
-    let out = out.map_or(ptr::null_mut(), ptr::from_mut);
-    CURRENT.with(|c| {
-        assert!(
-            !c.busy.get(),
-            "wsched: a process was stepped from inside a suspension point"
-        );
-        Installed {
-            previous_io: c.io.replace(io),
-            previous_ctx: c.ctx.replace(ctx),
-            previous_out: c.out.replace(out),
-            _lent: PhantomData,
-        }
-    })
+pub(crate) fn install<'a>(lent: &'a Lent<'a>) -> Installed<'a> {
+    let previous = CURRENT.replace(ptr::from_ref(lent).cast());
+    // SAFETY: a non-null occupant is a `Lent` that its own guard keeps in the slot
+    // only while it lives (see `Installed`), further up this thread's stack.
+    if !previous.is_null() && unsafe { &*previous }.busy.get() {
+        CURRENT.set(previous);
+        panic!("wsched: a process was stepped from inside a suspension point");
+    }
+    Installed {
+        previous,
+        _lent: PhantomData,
+    }
 }
 
 /// Takes the lent state back when dropped.
 pub(crate) struct Installed<'a> {
-    previous_io: *mut Io,
-    previous_ctx: *const Context,
-    previous_out: *mut StepOutput,
-    /// The borrows the pointers in the slot stand for.
-    _lent: PhantomData<(&'a mut Io, &'a Context, &'a mut StepOutput)>,
+    previous: *const Lent<'static>,
+    /// The `Lent` the slot points to.
+    _lent: PhantomData<&'a Lent<'a>>,
 }
 
 impl Drop for Installed<'_> {
     #[inline]
     fn drop(&mut self) {
-        CURRENT.with(|c| {
-            c.io.set(self.previous_io);
-            c.ctx.set(self.previous_ctx);
-            c.out.set(self.previous_out);
-        });
+        CURRENT.set(self.previous);
     }
 }
 
-/// Clears [`Current::busy`] when dropped (also when the closure lent to unwinds).
-struct Busy;
+/// Clears the busy flag when dropped (also when the closure lent to unwinds).
+struct Busy<'a>(&'a Cell<bool>);
 
-impl Drop for Busy {
+impl Drop for Busy<'_> {
     #[inline]
     fn drop(&mut self) {
-        CURRENT.with(|c| c.busy.set(false));
+        self.0.set(false);
     }
 }
 
-impl Current {
-    /// The installed state, after the checks every use makes.
-    #[inline]
-    #[track_caller]
-    fn io(&self, what: &'static str) -> *mut Io {
-        let io = self.io.get();
-        if self.busy.get() || io.is_null() {
-            self.refuse(what)
-        }
-        io
-    }
+/// Panics for a use while the state is lent out; out of line, so the checks stay
+/// small.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn refuse_busy(what: &'static str) -> ! {
+    panic!("wsched: {what} was used re-entrantly (from a `Drop` impl or a callback run by the runtime)")
+}
 
-    /// Panics for [`io`](Self::io); out of line, so the checks stay small.
-    #[cold]
-    #[inline(never)]
-    #[track_caller]
-    fn refuse(&self, what: &'static str) -> ! {
-        if self.busy.get() {
-            panic!("wsched: {what} was used re-entrantly (from a `Drop` impl or a callback run by the runtime)")
-        }
-        panic!(
-            "wsched: {what} can only be used while a `#[process]` process is being stepped \
-             (inside an #[entry] or #[suspend] method, or code they call)"
-        )
+/// Panics for a use outside a step.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn refuse_outside(what: &'static str) -> ! {
+    panic!(
+        "wsched: {what} can only be used while a `#[process]` process is being stepped \
+         (inside an #[entry] or #[suspend] method, or code they call)"
+    )
+}
+
+/// What the thread-local slot holds, checked to be there.
+#[inline(always)]
+#[track_caller]
+fn installed(what: &'static str) -> &'static Lent<'static> {
+    let lent = CURRENT.get();
+    if lent.is_null() {
+        refuse_outside(what)
     }
+    // SAFETY: a non-null pointer in the slot is a `Lent` that its guard keeps there
+    // only while it lives, further up this thread's stack than any caller of this
+    // (which uses it before returning).
+    unsafe { &*lent }
 }
 
 /// Runs `f` on the state of the process being stepped on this thread.
@@ -376,45 +545,46 @@ impl Current {
 #[inline(always)]
 #[track_caller]
 pub(crate) fn with<R>(what: &'static str, f: impl FnOnce(&mut Io) -> R) -> R {
-    // Two small thread-local accesses rather than one holding `f`: they inline, and
-    // `f` is compiled into the caller instead of into a large `LocalKey::with`.
-    let io = CURRENT.with(|c| {
-        let io = c.io(what);
-        c.busy.set(true);
-        io
-    });
-    let _busy = Busy;
-    // SAFETY: a non-null pointer was made by `install` from a `&mut Io` that its
-    // guard keeps borrowed, and the guard takes it out of the slot before the borrow
-    // ends (it cannot end during `f`: the guard is further up this thread's stack).
-    // `busy` makes this the only reference made from it until `f` returns: every
-    // reader of the slot refuses while it is set, and `install` (its only other
-    // writer) panics.
+    let lent = installed(what);
+    let io = lent.io(what);
+    lent.busy.set(true);
+    let _busy = Busy(&lent.busy);
+    // SAFETY: `Lent::new` made the pointer from a `&mut Io` that the `Lent` keeps
+    // borrowed while it lives (further up this thread's stack), and `busy` makes
+    // this the only reference made from it until `f` returns: every other user of
+    // the `Lent` refuses while it is set, and `install` panics.
     f(unsafe { &mut *io })
 }
 
 /// Runs `f` on the state of the process being stepped on this thread and on the
-/// step's output: what the suspension points use.
+/// step's output: what the suspension points use outside a poll.
 ///
 /// # Panics
 /// Outside a step of a `#[process]` process, or re-entrantly.
 #[inline(always)]
 #[track_caller]
 pub(crate) fn with_step<R>(what: &'static str, f: impl FnOnce(&mut Io, &mut StepOutput) -> R) -> R {
-    let (io, out) = CURRENT.with(|c| {
-        let io = c.io(what);
-        let out = c.out.get();
-        if out.is_null() {
-            c.refuse(what)
-        }
-        c.busy.set(true);
-        (io, out)
-    });
-    let _busy = Busy;
-    // SAFETY: as in `with`, for both pointers: `install` made them from two
-    // distinct `&mut` borrows that its guard keeps, and `busy` makes these the only
-    // references made from them until `f` returns.
-    f(unsafe { &mut *io }, unsafe { &mut *out })
+    installed(what).lend_step(what, f)
+}
+
+/// [`with_step`] for a suspension point being polled with `cx`: the state is found
+/// through the poll's waker when the machine's step made it, else (a poll by
+/// something else) through the thread-local slot.
+#[inline(always)]
+#[track_caller]
+pub(crate) fn with_step_in<R>(
+    cx: &TaskCx<'_>,
+    what: &'static str,
+    f: impl FnOnce(&mut Io, &mut StepOutput) -> R,
+) -> R {
+    let waker = cx.waker();
+    if ptr::eq(waker.vtable(), &LENDING) {
+        // SAFETY: a waker with this vtable was made by `View::waker`, whose data is
+        // a `View` that outlives the poll this runs in (see there).
+        unsafe { &*waker.data().cast::<View<'_>>() }.lend_step(what, f)
+    } else {
+        with_step(what, f)
+    }
 }
 
 /// Runs `f` on the context of the process being stepped on this thread, without
@@ -427,30 +597,29 @@ pub(crate) fn with_step<R>(what: &'static str, f: impl FnOnce(&mut Io, &mut Step
 #[inline]
 #[track_caller]
 pub(crate) fn with_context<R>(what: &'static str, f: impl FnOnce(&Context) -> R) -> R {
-    let ctx = CURRENT.with(|c| {
-        c.io(what);
-        c.ctx.get()
-    });
+    let lent = installed(what);
+    lent.io(what);
+    let ctx = lent.ctx;
     assert!(
         !ctx.is_null(),
         "wsched: the process was stepped before init"
     );
-    // SAFETY: a non-null pointer was made by `install` from a `&Context` that its
-    // guard keeps borrowed while the machine is being stepped, which outlasts this
-    // call: the step is further up this thread's stack, and a nested `install` only
-    // replaces the pointer in the slot. Nothing writes to the context meanwhile, and
-    // it is apart from the `Io` that `with` lends out mutably.
+    // SAFETY: a non-null pointer was made by `Lent::new` from a `&Context` that the
+    // `Lent` keeps borrowed while it lives, which outlasts this call: the step is
+    // further up this thread's stack, and a nested `install` only replaces the
+    // pointer in the slot. Nothing writes to the context meanwhile, and it is apart
+    // from the `Io` that `with` lends out mutably.
     f(unsafe { &*ctx })
 }
 
 /// Like [`with_context`], but `None` where that panics.
 pub(crate) fn try_with_context<R>(f: impl FnOnce(&Context) -> R) -> Option<R> {
-    let ctx = CURRENT.with(|c| {
-        if c.busy.get() || c.io.get().is_null() {
-            return ptr::null();
-        }
-        c.ctx.get()
-    });
+    let lent = CURRENT.get();
+    // SAFETY: as in `installed`.
+    let ctx = match unsafe { lent.as_ref() } {
+        Some(lent) if !lent.busy.get() => lent.ctx,
+        _ => ptr::null(),
+    };
     // SAFETY: as in `with_context`.
     (!ctx.is_null()).then(|| f(unsafe { &*ctx }))
 }

@@ -15,7 +15,7 @@ use std::fmt;
 use std::future::Future;
 use std::mem;
 use std::pin::Pin;
-use std::task::{Context as TaskCx, Poll, Waker};
+use std::task::{Context as TaskCx, Poll};
 
 use crate::context::Context;
 use crate::error::{BoxError, InitError, StepError};
@@ -229,7 +229,8 @@ impl<P, S, F> Machine<P, S, F> {
     /// Drops the coroutine (and with it the struct) in place, with the state
     /// installed so that `Drop` impls may still use `wsched::this`.
     fn finish(&mut self) {
-        let _installed = io::install(&mut self.io, self.ctx.as_ref(), None);
+        let lent = io::Lent::new(&mut self.io, self.ctx.as_ref(), None);
+        let _installed = io::install(&lent);
         // An assignment drops the old value where it is: the coroutine is not moved.
         self.state = State::Finished;
     }
@@ -311,8 +312,14 @@ where
         // The suspension points write the yields, withdrawals and where they wait
         // into `out` themselves.
         let poll = {
-            let _installed = io::install(&mut self.io, self.ctx.as_ref(), Some(&mut *out));
-            future.poll(&mut TaskCx::from_waker(Waker::noop()))
+            // The suspension points find the state through the waker; `wsched::this`
+            // through the thread-local slot.
+            let lent = io::Lent::new(&mut self.io, self.ctx.as_ref(), Some(&mut *out));
+            let _installed = io::install(&lent);
+            let view = lent.view();
+            // Not dropped: its drop is a no-op, but a call through the vtable.
+            let waker = mem::ManuallyDrop::new(view.waker());
+            future.poll(&mut TaskCx::from_waker(&waker))
         };
         self.publish_held(held_before, took_in_messages);
         match poll {

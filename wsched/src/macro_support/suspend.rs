@@ -24,7 +24,7 @@ use std::time::Duration;
 use super::io::{self, Io};
 use crate::command::{Call, CallAnswer, Command, Sleep};
 use crate::error::YieldError;
-use crate::payload::Payload;
+use crate::payload::{Meta, Payload};
 use crate::pid::Pid;
 use crate::process::{Message, StepOutput, SuspendKind, SuspendPoint, Tag};
 use crate::runtime::CallError;
@@ -45,49 +45,43 @@ fn output<T: Any + Send>(result: Result<Payload, YieldError>) -> Result<T, Yield
         })
 }
 
-/// `yield_cmd!(command)`: yields `command` with the next tag at once (tags follow
-/// program order) and returns the future of its completion.
+/// `yield_cmd!(command)`: the future that yields `command` with the next tag when
+/// first polled, and then waits for its completion.
 ///
-/// The macro awaits the future at once, and its first poll cannot find the
-/// completion (completions arrive between steps): what that poll would do (report a
-/// pending cancel, or record the suspension point) is done here, in the same borrow
-/// of the process's state as the dispatch.
+/// The macro awaits the future at once, so the command is yielded in program order
+/// (tags follow it), as if it were yielded here. Yielding at the first poll rather
+/// than here lets the yield reach the process's state through the poll's waker (see
+/// `io::with_step_in`), which the compiler sees through, instead of the
+/// thread-local slot.
 // Inlined into the entry's coroutine: returned from a call, the future went through
 // memory and was read back at once, wider than it was written (a store-forwarding
 // stall on every `yield_cmd!`).
 #[track_caller]
 #[inline(always)]
 pub fn yield_one<C: Command>(command: C) -> YieldOne<C::Output, C> {
-    let location = Location::caller();
-    let (tag, cancelled) = io::with_step("yield_cmd!", |io, out| {
-        let tag = io.dispatch(out, command);
-        if io.take_cancel() {
-            // Just yielded, so not arrived: nothing to drop.
-            let _ = io.abandon(out, tag);
-            return (tag, true);
-        }
-        io.suspend(out, YieldOne::<C::Output, C>::point(location));
-        (tag, false)
-    });
     YieldOne {
-        tag,
-        location,
-        first_poll: Some(cancelled),
+        command: Some(command),
+        meta: Payload::command_meta::<C>(),
+        tag: Tag(0),
+        location: Location::caller(),
         _types: PhantomData,
     }
 }
 
 /// The completion of one yielded command, a `C` whose output is an `O`.
 ///
-/// Generic over the command only for its name (where it waits is written anew at
-/// each poll that waits), so that its `Future` impl asks nothing of `C`: a value
-/// that is no command is reported once, by [`yield_one`].
+/// Its `Future` impl asks nothing of `C` (what the first poll needs to yield the
+/// command, [`yield_one`] looked up): a value that is no command is reported once,
+/// by `yield_one`, not again at the `.await`.
 #[must_use = "a yield does nothing unless awaited"]
 pub struct YieldOne<O, C> {
+    /// Before the first poll: the command to yield.
+    command: Option<C>,
+    /// `Payload::command_meta::<C>()`, to wrap it.
+    meta: &'static Meta,
+    /// After the first poll: the tag it was yielded with.
     tag: Tag,
     location: &'static Location<'static>,
-    /// Before the first poll: whether [`yield_one`] found a cancel.
-    first_poll: Option<bool>,
     _types: PhantomData<fn() -> (O, C)>,
 }
 
@@ -96,14 +90,13 @@ impl<O, C> Unpin for YieldOne<O, C> {}
 impl<O: Any + Send, C> Future for YieldOne<O, C> {
     type Output = Result<O, YieldError>;
 
-    // The first poll is a flag check: inlined into the entry's coroutine.
+    // Inlined into the entry's coroutine.
     #[inline(always)]
-    fn poll(self: Pin<&mut Self>, _: &mut TaskCx<'_>) -> Poll<Self::Output> {
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        match this.first_poll.take() {
-            Some(true) => Poll::Ready(Err(YieldError::Cancelled)),
-            Some(false) => Poll::Pending,
-            None => this.poll_again(),
+        match this.command.take() {
+            Some(command) => this.poll_first(cx, command),
+            None => this.poll_again(cx),
         }
     }
 }
@@ -121,11 +114,37 @@ impl<O: Any + Send, C> YieldOne<O, C> {
         }
     }
 
+    /// The first poll: yields the command. Its completion cannot be there
+    /// (completions arrive between steps), so the yield waits, unless a cancel is
+    /// pending.
+    #[inline(always)]
+    fn poll_first(&mut self, cx: &TaskCx<'_>, command: C) -> Poll<Result<O, YieldError>> {
+        let location = self.location;
+        // SAFETY: `meta` is `command_meta::<C>()` (see `yield_one`).
+        let command = unsafe { Payload::from_parts(command, self.meta) };
+        let (tag, cancelled) = io::with_step_in(cx, "yield_cmd!", |io, out| {
+            let tag = io.dispatch_payload(out, command);
+            if io.take_cancel() {
+                // Just yielded, so not arrived: nothing to drop.
+                let _ = io.abandon(out, tag);
+                return (tag, true);
+            }
+            io.suspend(out, Self::point(location));
+            (tag, false)
+        });
+        self.tag = tag;
+        if cancelled {
+            Poll::Ready(Err(YieldError::Cancelled))
+        } else {
+            Poll::Pending
+        }
+    }
+
     /// A poll in a later step: the completion may be there.
     #[inline]
-    fn poll_again(&mut self) -> Poll<Result<O, YieldError>> {
+    fn poll_again(&mut self, cx: &TaskCx<'_>) -> Poll<Result<O, YieldError>> {
         let (tag, location) = (self.tag, self.location);
-        let got = io::with_step("yield_cmd!", |io, out| {
+        let got = io::with_step_in(cx, "yield_cmd!", |io, out| {
             if let Some(result) = io.take(tag) {
                 return Some(result);
             }
@@ -323,10 +342,10 @@ impl<T> YieldMany<T> {
 impl<T> Future for YieldMany<T> {
     type Output = T;
 
-    fn poll(self: Pin<&mut Self>, _: &mut TaskCx<'_>) -> Poll<T> {
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<T> {
         let this = self.get_mut();
         let (first, count) = (this.first, this.count);
-        let done = io::with_step("yield_cmd!", |io, out| {
+        let done = io::with_step_in(cx, "yield_cmd!", |io, out| {
             while this.arrived < count && io.is_ready(Tag(first + this.arrived)) {
                 this.arrived += 1;
             }
@@ -612,9 +631,9 @@ enum Quick<T> {
 impl<F: Filter> Recv<F> {
     /// The full poll, for the cases [`Quick`] leaves out.
     #[inline(never)]
-    fn poll_slow(&mut self) -> Poll<Result<F::Output, RecvError>> {
+    fn poll_slow(&mut self, cx: &TaskCx<'_>) -> Poll<Result<F::Output, RecvError>> {
         let mut dropped = None;
-        let poll = io::with_step("recv!", |io, out| {
+        let poll = io::with_step_in(cx, "recv!", |io, out| {
             match take_message::<F>(&mut io.mailbox) {
                 Some(message) => {
                     if let Some(timer) = self.take_timer() {
@@ -634,11 +653,11 @@ impl<F: Filter> Future for Recv<F> {
     type Output = Result<F::Output, RecvError>;
 
     #[inline]
-    fn poll(self: Pin<&mut Self>, _: &mut TaskCx<'_>) -> Poll<Self::Output> {
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         // Without a timer: a message is taken as `poll_slow` would; with none there,
         // no cancel and no timeout, the receive waits, as `poll_slow` would decide.
-        let quick = io::with_step("recv!", |io, out| {
+        let quick = io::with_step_in(cx, "recv!", |io, out| {
             if matches!(this.deadline, Deadline::Timer(_)) {
                 return Quick::Other;
             }
@@ -654,7 +673,7 @@ impl<F: Filter> Future for Recv<F> {
         match quick {
             Quick::Message(message) => Poll::Ready(Ok(message)),
             Quick::Pending => Poll::Pending,
-            Quick::Other => this.poll_slow(),
+            Quick::Other => this.poll_slow(cx),
         }
     }
 }
