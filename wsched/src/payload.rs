@@ -142,7 +142,8 @@ impl Payload {
     /// the compiler's error for a value that is no command).
     ///
     /// # Safety
-    /// `meta` is `command_meta::<T>()`.
+    /// `meta` describes a `T`: `command_meta::<T>()`, or the `Meta` that `new`
+    /// stores for a `T`.
     #[inline(always)]
     pub(crate) unsafe fn from_parts<T>(value: T, meta: &'static Meta) -> Self {
         let mut storage = Storage::uninit();
@@ -172,21 +173,9 @@ impl Payload {
     /// Stores `value`, described by `meta` (which describes a `T`).
     #[inline]
     fn with_meta<T: Any + Send>(value: T, meta: &'static Meta) -> Self {
-        let mut storage = Storage::uninit();
-        if fits_inline::<T>() {
-            // SAFETY: a `T` fits in `storage`, size and alignment (`fits_inline`),
-            // and the storage is ours.
-            unsafe { storage.as_mut_ptr().cast::<T>().write(value) };
-        } else {
-            let boxed = Box::into_raw(Box::new(value));
-            // SAFETY: a pointer fits in the storage (two words, word-aligned).
-            unsafe { storage.as_mut_ptr().cast::<*mut T>().write(boxed) };
-        }
-        Self {
-            meta,
-            storage,
-            _value: PhantomData,
-        }
+        // SAFETY: every caller passes the `Meta` of `T` (`Described` or
+        // `DescribedCommand`), which is what `from_parts` asks.
+        unsafe { Self::from_parts(value, meta) }
     }
 
     /// The unit payload, the result of processes that return nothing.
