@@ -513,6 +513,39 @@ impl std::ops::DerefMut for Payloads {
     }
 }
 
+/// [`Payloads`] packed into three words and a tag, for where they wait in a cell
+/// (a `Spawn` command's child, which must stay one word pair): one payload in
+/// place, more in a vector.
+pub(crate) struct PackedPayloads(Packed);
+
+enum Packed {
+    Few(Option<Payload>),
+    Many(Vec<Payload>),
+}
+
+impl Payloads {
+    /// Packs these (two or more in a vector: an allocation for two).
+    pub(crate) fn pack(self) -> PackedPayloads {
+        PackedPayloads(match self.0 {
+            Repr::Zero => Packed::Few(None),
+            Repr::One(one) => Packed::Few(Some(one)),
+            Repr::Two(two) => Packed::Many(Vec::from(two)),
+            Repr::Many(many) => Packed::Many(many),
+        })
+    }
+}
+
+impl PackedPayloads {
+    /// Unpacks them, in order.
+    pub(crate) fn unpack(self) -> Payloads {
+        Payloads(match self.0 {
+            Packed::Few(None) => Repr::Zero,
+            Packed::Few(Some(one)) => Repr::One(one),
+            Packed::Many(many) => Repr::Many(many),
+        })
+    }
+}
+
 /// The payloads of a [`Payloads`], in order, by value.
 pub struct PayloadsIntoIter(IterRepr);
 
@@ -672,6 +705,15 @@ mod tests {
             let vec = Payloads::from_iter((0..n).map(Payload::new)).into_vec();
             assert_eq!(vec.len(), n as usize);
         }
+    }
+
+    #[test]
+    fn packed_payloads_unpack_to_what_was_packed() {
+        for n in 0..5_u32 {
+            let packed = Payloads::from_iter((0..n).map(Payload::new)).pack();
+            assert_eq!(values(packed.unpack()), (0..n).collect::<Vec<_>>(), "{n}");
+        }
+        assert!(size_of::<PackedPayloads>() <= 4 * size_of::<usize>());
     }
 
     #[test]

@@ -717,7 +717,7 @@ impl TestProcess {
     /// If the child's `init` refuses its entry or arguments.
     pub fn from_spawn_command(&self, command: Spawn) -> Self {
         let pid = self.recorder.next_pid();
-        let mut process = command.process;
+        let mut process = command.process.unstash();
         let method = process.entry().to_owned();
         let input = process.take_input();
         if let Err(e) = init_process(&mut process, self.recorder.context(pid), &method, input) {

@@ -13,7 +13,7 @@ use crate::error::JoinError;
 use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
 use crate::process::IntoProcess;
-use crate::runtime::cell::{NewProcess, ResultWaiter};
+use crate::runtime::cell::{NewProcess, ResultWaiter, StashedProcess};
 use crate::runtime::SpawnOptions;
 
 /// Completes with `()` after `duration` (to about a millisecond, never early).
@@ -43,7 +43,7 @@ pub struct Spawn {
     /// The child, already in the cell it will run in, with its entry and input: a
     /// `Spawn` is one word pair, so it travels inline in its payload, and handling it
     /// allocates nothing more.
-    pub(crate) process: NewProcess,
+    pub(crate) process: StashedProcess,
 }
 
 impl Spawn {
@@ -51,14 +51,16 @@ impl Spawn {
     /// claimed with [`Join`].
     pub fn new<P: IntoProcess>(process: P, method: &str, input: impl IntoPayloads) -> Self {
         Self {
-            process: NewProcess::new(process.into_process(), method, input.into_payloads(), false),
+            process: NewProcess::new(process.into_process(), method, input.into_payloads(), false)
+                .stash(),
         }
     }
 
     /// Like [`new`](Self::new), but the child's result is discarded when it finishes.
     pub fn detached<P: IntoProcess>(process: P, method: &str, input: impl IntoPayloads) -> Self {
         Self {
-            process: NewProcess::new(process.into_process(), method, input.into_payloads(), true),
+            process: NewProcess::new(process.into_process(), method, input.into_payloads(), true)
+                .stash(),
         }
     }
 
@@ -67,7 +69,8 @@ impl Spawn {
     pub fn linked<P: IntoProcess>(process: P, method: &str, input: impl IntoPayloads) -> Self {
         Self {
             process: NewProcess::new(process.into_process(), method, input.into_payloads(), false)
-                .link_to_parent(),
+                .link_to_parent()
+                .stash(),
         }
     }
 
@@ -78,7 +81,7 @@ impl Spawn {
     /// [`SpawnError::ZeroMailboxCapacity`](crate::SpawnError::ZeroMailboxCapacity).
     pub fn with_options(self, options: SpawnOptions) -> Self {
         Self {
-            process: options.apply(self.process),
+            process: options.apply(self.process.unstash()).stash(),
         }
     }
 
@@ -141,7 +144,7 @@ pub(crate) fn registrations(timers: std::sync::Arc<super::timer::Timers>) -> Vec
             let handle = done.handle();
             let spawned = handle
                 .shared()
-                .spawn(handle, Some(done.pid()), spawn.process);
+                .spawn(handle, Some(done.pid()), spawn.process.unstash());
             match spawned {
                 Ok(pid) => done.complete(pid),
                 Err(error) => done.fail(error),
@@ -217,5 +220,44 @@ mod tests {
         // The next sleep tries again.
         timers.set_spawner(start);
         assert_eq!(nap(&scheduler), "slept");
+    }
+
+    #[test]
+    fn a_spawn_command_travels_inline_in_its_payload_whatever_its_input() {
+        // Two words: a `Payload` holds it in place, so yielding a `Spawn` allocates
+        // nothing beyond the child's cell (a larger one was boxed, per command).
+        assert!(size_of::<Spawn>() <= 2 * size_of::<usize>());
+        struct Child;
+        impl Process for Child {
+            fn init(&mut self, _: Context, _: &str, input: Payloads) -> Result<(), InitError> {
+                let got: Vec<u32> = input
+                    .into_iter()
+                    .map(|p| p.downcast::<u32>().unwrap())
+                    .collect();
+                assert_eq!(got, [1, 2, 3][..got.len()], "the input, in order");
+                Ok(())
+            }
+            fn step(&mut self, _: Events<'_>, out: &mut StepOutput) -> Result<(), StepError> {
+                out.set_status(Status::Done(Payload::unit()));
+                Ok(())
+            }
+        }
+        let scheduler = Scheduler::builder().workers(1).build().unwrap();
+        let handle = scheduler.handle();
+        let shared = handle.shared();
+        for spawn in [
+            Spawn::new(Child, "run", ()),
+            Spawn::new(Child, "run", (1_u32,)),
+            Spawn::detached(Child, "run", (1_u32, 2_u32)),
+            Spawn::new(Child, "run", (1_u32, 2_u32, 3_u32)).with_options(SpawnOptions::default()),
+        ] {
+            let detached = spawn.process.is_detached();
+            let pid = shared
+                .spawn(&handle, None, spawn.process.unstash())
+                .unwrap();
+            if !detached {
+                scheduler.wait(pid).unwrap();
+            }
+        }
     }
 }

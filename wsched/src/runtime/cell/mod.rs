@@ -17,8 +17,7 @@ use crate::context::Context;
 use crate::entry_name::EntryName;
 use crate::error::{InitError, StepError};
 use crate::error::{JoinError, ProcessError};
-use crate::payload::Payload;
-use crate::payload::Payloads;
+use crate::payload::{PackedPayloads, Payload, Payloads};
 use crate::pid::Pid;
 use crate::process::{Event, Events, Message, Process, StepOutput, SuspendKind, SuspendPoint};
 use crate::runtime::panic_message;
@@ -360,6 +359,9 @@ impl Mailbox {
 }
 
 enum Outcome {
+    /// A child a `Spawn` command carries, not spawned yet: its input (see
+    /// [`StashedProcess`]).
+    Unstarted(PackedPayloads),
     Pending {
         waiter: Option<ResultWaiter>,
     },
@@ -621,6 +623,51 @@ pub(crate) struct Spawned {
     pub(crate) for_table: CellRef,
 }
 
+impl NewProcess {
+    /// Moves the input into the cell, for a `Spawn` command: the command then
+    /// stays one word pair, so it travels inline in its payload.
+    pub(crate) fn stash(mut self) -> StashedProcess {
+        let input = self.take_input().pack();
+        self.header_mut().mailbox.get_mut().outcome = Outcome::Unstarted(input);
+        StashedProcess(self.cell)
+    }
+}
+
+/// A [`NewProcess`] whose input waits in its cell (see [`NewProcess::stash`]).
+pub(crate) struct StashedProcess(CellRef);
+
+impl StashedProcess {
+    /// The process with its input back beside the cell, to spawn.
+    pub(crate) fn unstash(mut self) -> NewProcess {
+        let cell =
+            CellRef::get_mut(&mut self.0).expect("an unspawned process's cell is not shared");
+        let outcome = &mut cell.header.mailbox.get_mut().outcome;
+        let input = match mem::replace(outcome, Outcome::Pending { waiter: None }) {
+            Outcome::Unstarted(input) => input.unpack(),
+            _ => unreachable!("a stashed process's input waits in its cell"),
+        };
+        NewProcess {
+            cell: self.0,
+            input,
+        }
+    }
+
+    /// The entry it is to run.
+    pub(crate) fn entry(&self) -> &str {
+        self.0.entry()
+    }
+
+    /// Whether its result will be discarded.
+    pub(crate) fn is_detached(&self) -> bool {
+        self.0.is_detached()
+    }
+
+    /// Whether it is to be linked to its parent as it is spawned.
+    pub(crate) fn links_to_parent(&self) -> bool {
+        self.0.steps.load(Ordering::Relaxed) & LINK_PARENT != 0
+    }
+}
+
 impl fmt::Debug for NewProcess {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("NewProcess")
@@ -836,6 +883,7 @@ impl Header {
                 *slot = Some(waiter);
                 false
             }
+            Outcome::Unstarted(_) => unreachable!("only spawned processes are claimed"),
             Outcome::Pending { waiter: Some(_) } | Outcome::Claimed => {
                 drop(mailbox);
                 waiter.answer(Err(JoinError::AlreadyClaimed(self.pid)));
@@ -895,6 +943,7 @@ impl Header {
         let outcome = &mut mailbox.outcome;
         match outcome {
             Outcome::Pending { waiter } => waiter.take().is_some(),
+            Outcome::Unstarted(_) => unreachable!("only spawned processes are claimed"),
             _ => false,
         }
     }
@@ -922,7 +971,10 @@ impl Header {
                     *outcome = Outcome::Finished(result);
                     return false;
                 }
-                Outcome::Finished(_) | Outcome::Observed(_) | Outcome::Claimed => {
+                Outcome::Unstarted(_)
+                | Outcome::Finished(_)
+                | Outcome::Observed(_)
+                | Outcome::Claimed => {
                     unreachable!("a process finishes once")
                 }
             }
