@@ -13,7 +13,8 @@
 //! worker, so no stealing or waking is involved (`STEP_COST_WORKERS=2` in the
 //! environment runs them on two; `STEP_COST_TIMING=1` turns step timing on, to see
 //! what it costs), and the minimum of 9 runs, which is steady on a
-//! noisy machine where medians are not. Run it under
+//! noisy machine where medians are not (`STEP_COST_RECORD=bounded` or `ring` turns
+//! the recorder on). Run it under
 //! `perf record` to see where a step's time goes; name cases (`yield`,
 //! `macro_yield`, `continue`, `ping`, `macro_ping`, `chain`, `skynet`) to run only
 //! those.
@@ -302,9 +303,23 @@ fn main() {
     let workers = std::env::var("STEP_COST_WORKERS").map_or(1, |w| {
         w.parse().expect("STEP_COST_WORKERS is a number of workers")
     });
-    let s = Scheduler::builder()
+    // `STEP_COST_RECORD=bounded` (or `ring`) turns the recorder on with its default
+    // capacity, to see what recording costs.
+    let record = std::env::var("STEP_COST_RECORD")
+        .ok()
+        .map(|mode| match mode.as_str() {
+            "bounded" => wsched::RecordOptions::new(),
+            "ring" => wsched::RecordOptions::new().ring(true),
+            other => panic!("STEP_COST_RECORD is `bounded` or `ring`, not `{other}`"),
+        });
+    let builder = Scheduler::builder()
         .workers(workers)
-        .step_timing(std::env::var_os("STEP_COST_TIMING").is_some())
+        .step_timing(std::env::var_os("STEP_COST_TIMING").is_some());
+    let builder = match record {
+        Some(options) => builder.record(options),
+        None => builder,
+    };
+    let s = builder
         .handler(|_: Nop, done: Completer<Nop>| done.complete(()))
         .build()
         .expect("the scheduler starts");

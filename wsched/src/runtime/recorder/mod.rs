@@ -303,6 +303,10 @@ impl Recorder {
     #[inline]
     pub(crate) fn step_start(&self, shared: &Shared, worker: usize, pid: Pid) {
         let lane = &self.workers[worker];
+        // A full bounded buffer records nothing more: no clock read, no samples.
+        if lane.ring.refuse_if_full() {
+            return;
+        }
         let now = self.clock.ticks();
         lane.ring.push(now, word1(STEP_START, pid.as_u64()));
         let steps = lane.steps.load(std::sync::atomic::Ordering::Relaxed) + 1;

@@ -67,18 +67,30 @@ impl Ring {
         self.slots.len()
     }
 
+    /// Refuses an event if the buffer is bounded and full (counting it); returns
+    /// whether it did. Only the buffer's one writer calls this, before it reads the
+    /// clock for an event it would push: a full bounded recorder costs no clock reads.
+    #[inline]
+    pub(crate) fn refuse_if_full(&self) -> bool {
+        // Only this thread stores `published`: Relaxed reads its own last store.
+        if self.ring || self.published.load(Ordering::Relaxed) <= self.mask {
+            return false;
+        }
+        let refused = self.refused.load(Ordering::Relaxed);
+        self.refused.store(refused + 1, Ordering::Relaxed);
+        true
+    }
+
     /// Appends an event. Only the buffer's one writer calls this (a worker for its own
     /// lane; outside threads under the outside lane's lock).
     #[inline]
     pub(crate) fn push(&self, word0: u64, word1: u64) {
+        if self.refuse_if_full() {
+            return;
+        }
         // Only this thread stores `published`: Relaxed reads its own last store.
         let n = self.published.load(Ordering::Relaxed);
         if n > self.mask {
-            if !self.ring {
-                let refused = self.refused.load(Ordering::Relaxed);
-                self.refused.store(refused + 1, Ordering::Relaxed);
-                return;
-            }
             // Announce the overwrite before any store into the slot: the Release data
             // stores below order this store before themselves.
             self.started.store(n + 1, Ordering::Relaxed);
