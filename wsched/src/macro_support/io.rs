@@ -59,7 +59,7 @@ pub(crate) struct Io {
     /// The last tag handed out; tags start at 1.
     last_tag: u64,
     /// The state of the tags `last_tag + 1 - slots.len() ..= last_tag`, oldest
-    /// first; every older tag but `one_tag` is [`Slot::Done`]. Tags are handed out in sequence, so
+    /// first; every older tag is [`Slot::Done`]. Tags are handed out in sequence, so
     /// a tag's slot is found by subtracting: delivering, taking and abandoning are
     /// O(1), where searching lists of tags made a `yield_all!` of n commands cost
     /// O(n²). Emptied (in bulk, O(1) a tag) by the first yield after no slot is
@@ -67,12 +67,6 @@ pub(crate) struct Io {
     /// pending one has outstanding tags, and it consumes or abandons all of them
     /// before completing.
     slots: Vec<Slot>,
-    /// The tag of the yield made when no other was outstanding (one `yield_cmd!`
-    /// at a time, the usual case), or 0: its completion goes to `one`, not to a
-    /// slot, which spares delivering and taking it the slot's lookup.
-    one_tag: u64,
-    /// The completion of `one_tag`, once arrived; `None` while `one_tag` is 0.
-    one: Option<Result<Payload, YieldError>>,
     /// Messages not received yet, in arrival order.
     pub(crate) mailbox: VecDeque<Message>,
     /// How many of `slots` are not [`Slot::Done`]. 32 bits: 2³² outstanding yields
@@ -97,8 +91,6 @@ impl Default for Io {
             entry: &"",
             last_tag: 0,
             slots: Vec::new(),
-            one_tag: 0,
-            one: None,
             mailbox: VecDeque::new(),
             live: 0,
             cancel_pending: false,
@@ -115,14 +107,6 @@ impl Io {
     #[inline]
     pub(crate) fn deliver(&mut self, event: Event) -> Option<Payload> {
         match event {
-            Event::Completion(c) if c.tag.0 == self.one_tag => {
-                if self.one_tag == 0 || self.one.is_some() {
-                    // Tag 0 (never handed out), or a duplicate.
-                    return c.result.ok();
-                }
-                self.one = Some(c.result);
-                None
-            }
             Event::Completion(c) => match self.slot_mut(c.tag) {
                 Some(slot @ Slot::Waiting) => {
                     *slot = Slot::Ready(c.result);
@@ -193,16 +177,6 @@ impl Io {
     #[inline(always)]
     fn next_tag(&mut self) -> Tag {
         self.last_tag += 1;
-        if self.live == 0 && self.one_tag == 0 {
-            // Nothing else outstanding: the completion goes to `one`. Every slot is
-            // done, so none has anything to drop; emptying them makes the window
-            // (which ends at the last tag) empty, as this tag has no slot.
-            // SAFETY: 0 is no more than the length, and no element is initialised
-            // anew (they are all done, and dropping a done slot does nothing).
-            unsafe { self.slots.set_len(0) };
-            self.one_tag = self.last_tag;
-            return Tag(self.last_tag);
-        }
         if self.live == 0 && self.slots.len() == 1 {
             // The usual case, one yield at a time: its done slot is reused (now the
             // slot of this tag, since the window ends at the last tag). Every slot is
@@ -233,9 +207,6 @@ impl Io {
 
     /// Whether the completion of `tag` arrived and was not consumed yet.
     pub(crate) fn is_ready(&self, tag: Tag) -> bool {
-        if tag.0 == self.one_tag && tag.0 != 0 {
-            return self.one.is_some();
-        }
         let slot = self.offset(tag).map(|offset| &self.slots[offset]);
         matches!(slot, Some(Slot::Ready(_)))
     }
@@ -243,11 +214,6 @@ impl Io {
     /// Takes the completion of `tag` if it arrived.
     #[inline]
     pub(crate) fn take(&mut self, tag: Tag) -> Option<Result<Payload, YieldError>> {
-        if tag.0 == self.one_tag && tag.0 != 0 {
-            let result = self.one.take()?;
-            self.one_tag = 0;
-            return Some(result);
-        }
         let offset = self.offset(tag)?;
         let slot = &mut self.slots[offset];
         if !matches!(slot, Slot::Ready(_)) {
@@ -268,14 +234,6 @@ impl Io {
         out: &mut StepOutput,
         tag: Tag,
     ) -> Option<Result<Payload, YieldError>> {
-        if tag.0 == self.one_tag && tag.0 != 0 {
-            self.one_tag = 0;
-            if let Some(result) = self.one.take() {
-                return Some(result);
-            }
-            out.withdraw(tag);
-            return None;
-        }
         let slot = self.offset(tag).map(|offset| &mut self.slots[offset]);
         let previous = match slot {
             Some(slot) if !matches!(slot, Slot::Done) => {
