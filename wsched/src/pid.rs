@@ -5,7 +5,12 @@ use std::num::NonZeroU64;
 
 /// The identifier of a process: unique for the lifetime of the scheduler that issued
 /// it and never reused, so a stale PID can only ever name the process it was issued
-/// for (and then reports that process as finished). Printed as `<N>`.
+/// for (and then reports that process as finished).
+///
+/// Printed as `<N>`, or as `<N.G>` for the `G`-th later process to reuse the place
+/// `N` of an ended one in the scheduler's PID table (`<3.1>` follows `<3>`): the
+/// number behind it ([`as_u64`](Self::as_u64)) packs both, and would print as a
+/// ten-digit number.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Pid(NonZeroU64);
 
@@ -28,15 +33,32 @@ impl Pid {
     }
 }
 
+impl Pid {
+    /// Writes `N` or `N.G` (see the type's docs).
+    fn write_number(self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let raw = self.0.get();
+        let (place, generation) = (raw & u64::from(u32::MAX), raw >> 32);
+        if generation == 0 {
+            write!(f, "{place}")
+        } else {
+            write!(f, "{place}.{generation}")
+        }
+    }
+}
+
 impl fmt::Display for Pid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "<{}>", self.0)
+        f.write_str("<")?;
+        self.write_number(f)?;
+        f.write_str(">")
     }
 }
 
 impl fmt::Debug for Pid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Pid<{}>", self.0)
+        f.write_str("Pid<")?;
+        self.write_number(f)?;
+        f.write_str(">")
     }
 }
 
@@ -51,5 +73,13 @@ mod tests {
         assert_eq!(p1.to_string(), "<1>");
         assert_eq!(format!("{p2:?}"), "Pid<2>");
         assert_eq!(Pid::from_raw(p2.as_u64()), p2);
+    }
+
+    #[test]
+    fn a_reused_place_prints_with_its_generation_not_as_one_big_number() {
+        let reused = Pid::from_raw((1 << 32) | 3);
+        assert_eq!(reused.to_string(), "<3.1>");
+        assert_eq!(format!("{reused:?}"), "Pid<3.1>");
+        assert_eq!(Pid::from_raw((7 << 32) | 12).to_string(), "<12.7>");
     }
 }

@@ -5,7 +5,7 @@
 //! [`this`](crate::this) module, and the types their results are made of.
 
 pub use crate::command::{Command, Join, Sleep, Spawn, TimerRef};
-pub use crate::error::{BoxError, YieldError};
+pub use crate::error::{BoxError, SendError, SpawnError, YieldError};
 pub use crate::exit::ExitReason;
 pub use crate::payload::Payload;
 pub use crate::pid::Pid;
