@@ -495,7 +495,9 @@ impl StepOutput {
     }
 
     /// [`yield_command`](Self::yield_command) of a command already wrapped by
-    /// `Payload::command`.
+    /// `Payload::command`. (Written out twice on purpose: `yield_command` as a call
+    /// of this with `Payload::command(command)` built the payload first and moved it,
+    /// and a hand-written yield went from 26 to 30–33 ns on `step_cost`.)
     #[inline]
     pub(crate) fn yield_payload(&mut self, tag: Tag, command: Payload) {
         self.yields.reserve(1);
