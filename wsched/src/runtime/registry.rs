@@ -24,13 +24,17 @@ use crate::pid::Pid;
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{AtomicUsize, Ordering, RwLock};
+use crate::sync::{AtomicUsize, Ordering, RwLock, UnsafeCell};
 
 const SHARDS: usize = 64;
 
 /// Slots each shard has room for from the start, so that a scheduler running fewer
 /// than `SHARDS * INITIAL_SLOTS` processes never grows its table.
 const INITIAL_SLOTS: usize = 16;
+
+/// PIDs a worker keeps from the processes it ended, for its next spawns (see
+/// [`Registry::free`]).
+const SPARE_PIDS: usize = 32;
 
 /// One process's place in the table.
 struct Slot {
@@ -64,7 +68,16 @@ pub(crate) struct Registry {
     /// once do not write the same shard's lock and slots. Updated without a locked
     /// instruction (two threads reading the same value share a shard, harmless).
     cursors: Box<[CachePadded<AtomicUsize>]>,
+    /// Per worker, PIDs it freed and kept for its next spawns: each one's slot stays
+    /// taken, with no cell, under the PID's (new) generation, so handing one out
+    /// takes no lock. Worker `w`'s list is touched only on worker `w`'s thread (only
+    /// it is `Caller::Worker(w)`), so it needs none either.
+    spare: Box<[CachePadded<UnsafeCell<Vec<Pid>>>]>,
 }
+
+// SAFETY: `spare[w]` is reached only by the thread of worker `w` (see the field);
+// everything else is behind locks or atomics.
+unsafe impl Sync for Registry {}
 
 /// Where a PID's slot is.
 struct Place {
@@ -107,6 +120,9 @@ impl Registry {
                 .map(|_| CachePadded::new(RwLock::new(Shard::new())))
                 .collect(),
             cursors: (0..=workers).map(|_| Default::default()).collect(),
+            spare: (0..workers)
+                .map(|_| CachePadded::new(UnsafeCell::new(Vec::with_capacity(SPARE_PIDS))))
+                .collect(),
         }
     }
 
@@ -121,6 +137,12 @@ impl Registry {
     /// # Panics
     /// If the table is full (2³² − 1 slots, billions of live processes).
     pub(crate) fn reserve(&self, caller: Caller) -> Pid {
+        if let Caller::Worker(index) = caller {
+            // SAFETY: only worker `index`'s thread is this caller (see `spare`).
+            if let Some(pid) = self.spare[index].with_mut(|spare| unsafe { (*spare).pop() }) {
+                return pid;
+            }
+        }
         let workers = self.cursors.len() - 1;
         let (cursor, stride, first) = match caller {
             Caller::Worker(index) => (&self.cursors[index], workers, index),
@@ -164,12 +186,16 @@ impl Registry {
 
     /// Frees the slot of a PID that was reserved but never published (its `init`
     /// failed), or whose process is done.
-    pub(crate) fn release(&self, pid: Pid) {
-        drop(self.free(pid));
+    pub(crate) fn release(&self, pid: Pid, caller: Caller) {
+        drop(self.free(pid, caller));
     }
 
-    /// Frees `pid`'s slot; returns the cell it held.
-    fn free(&self, pid: Pid) -> Option<CellRef> {
+    /// Frees `pid`'s slot; returns the cell it held. A worker keeps the slot, under
+    /// its next generation, for one of its next spawns (up to [`SPARE_PIDS`]): that
+    /// spawn then takes no lock to reserve it, one shard write lock fewer per
+    /// process. The kept PID counts as issued ([`issued`](Self::issued)), which is
+    /// only seen by a PID made up from its number.
+    fn free(&self, pid: Pid, caller: Caller) -> Option<CellRef> {
         let place = Place::of(pid);
         let mut guard = self.shard(&place).write();
         let shard = &mut *guard;
@@ -177,15 +203,26 @@ impl Registry {
         if !slot.taken || slot.generation != place.generation {
             return None;
         }
-        slot.taken = false;
         let cell = slot.cell.take().map(ThinCell::into_cell);
         // A slot whose generation would wrap is retired: its PIDs stay unique.
-        match slot.generation.checked_add(1) {
-            Some(next) => {
-                slot.generation = next;
-                shard.free.push(place.index as u32);
-            }
-            None => slot.retired = true,
+        let Some(next) = slot.generation.checked_add(1) else {
+            slot.taken = false;
+            slot.retired = true;
+            return cell;
+        };
+        slot.generation = next;
+        let spare = match caller {
+            // SAFETY: only worker `index`'s thread is this caller (see `spare`).
+            Caller::Worker(index) => self.spare[index].with_mut(|spare| unsafe {
+                let spare = &mut *spare;
+                (spare.len() < SPARE_PIDS)
+                    .then(|| spare.push(Place::pid(place.shard, place.index, next)))
+            }),
+            Caller::Outside => None,
+        };
+        if spare.is_none() {
+            slot.taken = false;
+            shard.free.push(place.index as u32);
         }
         cell
     }
@@ -218,9 +255,9 @@ impl Registry {
     }
 
     /// Forgets `pid`'s process (its result was handed out, or nobody will claim it).
-    pub(crate) fn remove(&self, pid: Pid) {
+    pub(crate) fn remove(&self, pid: Pid, caller: Caller) {
         // Dropped outside the lock: the cell's last reference may go here.
-        let removed = self.free(pid);
+        let removed = self.free(pid, caller);
         drop(removed);
     }
 
@@ -271,7 +308,7 @@ mod tests {
             table.publish(cell(pid));
         }
         assert_eq!(table.get(first[1]).map(|c| c.pid()), Some(first[1]));
-        table.remove(first[1]);
+        table.remove(first[1], Caller::Outside);
         assert!(table.get(first[1]).is_none());
         assert!(table.issued(first[1]), "a freed PID was issued");
 
@@ -283,7 +320,7 @@ mod tests {
             if pid.as_u64() as u32 == 2 {
                 reused = Some(pid);
             } else {
-                table.release(pid);
+                table.release(pid, Caller::Outside);
             }
         }
         let reused = reused.expect("the freed slot is reused");
@@ -293,7 +330,7 @@ mod tests {
         assert!(table.issued(reused));
         table.publish(cell(reused));
         assert_eq!(table.get(reused).map(|c| c.pid()), Some(reused));
-        table.remove(first[1]);
+        table.remove(first[1], Caller::Outside);
         assert!(table.get(reused).is_some(), "a stale PID frees nothing");
     }
 
@@ -340,7 +377,7 @@ mod tests {
         );
         assert!(!table.issued(Pid::from_raw(1_000_000)), "a slot never made");
         assert!(!table.issued(Pid::UNSPAWNED));
-        table.release(pid);
+        table.release(pid, Caller::Outside);
         assert!(table.issued(pid), "released after being issued");
     }
 
@@ -357,7 +394,7 @@ mod tests {
         assert_eq!(CellRef::count(&first), 3);
         drop(got);
         assert_eq!(table.cells().len(), 1);
-        table.remove(pid);
+        table.remove(pid, Caller::Outside);
         assert_eq!(CellRef::count(&first), 1, "freeing gives the count back");
         let again = cell(table.reserve(Caller::Outside));
         table.publish(again.clone());
@@ -371,8 +408,57 @@ mod tests {
         let pid = table.reserve(Caller::Outside);
         table.shards[0].write().slots[0].generation = u32::MAX;
         let last = Pid::from_raw((u64::from(u32::MAX) << 32) | pid.as_u64());
-        table.release(last);
+        table.release(last, Caller::Outside);
         assert!(table.shards[0].read().free.is_empty(), "not reused");
         assert!(table.issued(last));
+    }
+
+    #[test]
+    fn a_worker_keeps_the_pids_it_frees_for_its_next_spawns() {
+        let table = Registry::new(1);
+        let worker = Caller::Worker(0);
+        let first = table.reserve(worker);
+        table.publish(cell(first));
+        table.remove(first, worker);
+        assert!(table.get(first).is_none(), "gone");
+        assert!(table.issued(first));
+        let place = Place::of(first);
+        assert!(
+            table.shards[place.shard].read().free.is_empty(),
+            "kept by the worker, not in the shard's free list"
+        );
+        let next = table.reserve(worker);
+        assert_eq!(
+            (next.as_u64() as u32, next.as_u64() >> 32),
+            (first.as_u64() as u32, 1),
+            "the same slot under its next generation"
+        );
+        assert!(table.get(next).is_none(), "reserved, not published");
+        table.publish(cell(next));
+        assert_eq!(table.get(next).map(|c| c.pid()), Some(next));
+        assert!(
+            table.get(first).is_none(),
+            "the old PID still names nothing"
+        );
+
+        // The worker keeps a bounded number; the rest go back to their shards, and
+        // other threads never keep any.
+        let pids: Vec<Pid> = (0..SPARE_PIDS + 2).map(|_| table.reserve(worker)).collect();
+        for &pid in &pids {
+            table.release(pid, worker);
+        }
+        let outside = table.reserve(Caller::Outside);
+        table.release(outside, Caller::Outside);
+        let in_free_lists: usize = table.shards.iter().map(|s| s.read().free.len()).sum();
+        assert_eq!(
+            in_free_lists, 3,
+            "two over the bound, and the outside thread's"
+        );
+        let reused: Vec<Pid> = (0..SPARE_PIDS).map(|_| table.reserve(worker)).collect();
+        assert!(
+            reused.iter().all(|pid| pid.as_u64() >> 32 == 1),
+            "each kept PID is a freed slot's next generation"
+        );
+        table.remove(next, worker);
     }
 }

@@ -220,7 +220,7 @@ impl Shared {
         let (cell, for_table) = match spawned {
             Ok(spawned) => (spawned.cell, spawned.for_table),
             Err(error) => {
-                self.registry.release(pid);
+                self.registry.release(pid, caller);
                 self.live.end(caller);
                 return Err(error);
             }
@@ -446,7 +446,7 @@ impl Shared {
         match self.registry.get(pid) {
             Some(cell) => {
                 if cell.claim_result(waiter) {
-                    self.registry.remove(pid);
+                    self.registry.remove(pid, worker::caller(self));
                 }
             }
             // Issued but gone from the table: its result was handed out already, or
@@ -570,7 +570,7 @@ impl Shared {
         self.live.end(caller);
         let pid = owned.cell().pid();
         if owned.finish(result) {
-            self.registry.remove(pid);
+            self.registry.remove(pid, caller);
         }
         // Its names, after the result is published (which orders this against a
         // registration racing the end: see `names.rs`). One relaxed load until a
