@@ -6,6 +6,9 @@
 //! and in any code those call, closures included — while the process is being stepped.
 //! Outside a step (another thread, a `Drop` impl run after the process ended, a
 //! hand-written [`Process`](crate::Process)) they panic; [`try_context`] does not.
+//! From a thread, use the [`Scheduler`](crate::Scheduler) or a
+//! [`Handle`](crate::Handle) instead: most of these functions have a method of the
+//! same name there (`send`, `spawn`, `register`, `whereis`, `monitor`, `cancel`, …).
 //!
 //! ```
 //! use wsched::prelude::*;
