@@ -165,15 +165,17 @@ fn this_refuses_outside_a_step_and_before_init_with_its_messages() {
     let outside = std::panic::catch_unwind(|| this::pid()).unwrap_err();
     assert_eq!(
         outside.downcast_ref::<String>().unwrap(),
-        "wsched: wsched::this::context() can only be used while a `#[process]` process \
-         is being stepped (inside an #[entry] or #[suspend] method, or code they call)"
+        "wsched: wsched::this::pid() can only be used while a `#[process]` process \
+         is being stepped (inside an #[entry] or #[suspend] method, or code they call); \
+         from a thread, call the `Scheduler`'s or a `Handle`'s method of the same name \
+         instead"
     );
     assert!(this::try_context().is_none());
     let send = std::panic::catch_unwind(|| this::send(Pid::from_raw(1), 1_u8)).unwrap_err();
     assert!(send
         .downcast_ref::<String>()
         .unwrap()
-        .contains("can only be used while"));
+        .starts_with("wsched: wsched::this::send() can only be used while"));
 
     // Closed without init: dropping the struct still sees its (empty) state, but
     // no context.

@@ -475,9 +475,15 @@ fn refuse_busy(what: &'static str) -> ! {
 #[inline(never)]
 #[track_caller]
 fn refuse_outside(what: &'static str) -> ! {
+    let instead = if what.starts_with("wsched::this::") {
+        "; from a thread, call the `Scheduler`'s or a `Handle`'s method of the same name \
+         instead"
+    } else {
+        ""
+    };
     panic!(
         "wsched: {what} can only be used while a `#[process]` process is being stepped \
-         (inside an #[entry] or #[suspend] method, or code they call)"
+         (inside an #[entry] or #[suspend] method, or code they call){instead}"
     )
 }
 

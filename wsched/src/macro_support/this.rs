@@ -120,7 +120,7 @@ pub fn try_context() -> Option<Context> {
 #[inline]
 #[track_caller]
 pub fn pid() -> Pid {
-    io::with_context("wsched::this::context()", Context::pid)
+    io::with_context("wsched::this::pid()", Context::pid)
 }
 
 /// The name the running entry was started by.
@@ -155,7 +155,7 @@ pub fn is_cancelled() -> bool {
 #[inline]
 #[track_caller]
 pub fn send<T: Any + Send>(to: Pid, message: T) -> Result<(), SendError> {
-    io::with_context("wsched::this::context()", |ctx| ctx.send(to, message))
+    io::with_context("wsched::this::send()", |ctx| ctx.send(to, message))
 }
 
 /// Asks `pid` to stop. See [`Context::cancel`].
@@ -167,7 +167,7 @@ pub fn send<T: Any + Send>(to: Pid, message: T) -> Result<(), SendError> {
 /// Outside a step of a `#[process]` process.
 #[track_caller]
 pub fn cancel(pid: Pid) -> Result<(), CancelError> {
-    io::with_context("wsched::this::context()", |ctx| ctx.cancel(pid))
+    io::with_context("wsched::this::cancel()", |ctx| ctx.cancel(pid))
 }
 
 /// Stops `pid` without another step. See [`Context::kill`].
@@ -179,7 +179,7 @@ pub fn cancel(pid: Pid) -> Result<(), CancelError> {
 /// Outside a step of a `#[process]` process.
 #[track_caller]
 pub fn kill(pid: Pid) -> Result<(), CancelError> {
-    io::with_context("wsched::this::context()", |ctx| ctx.kill(pid))
+    io::with_context("wsched::this::kill()", |ctx| ctx.kill(pid))
 }
 
 /// Spawns a process whose result can be joined. See [`Context::spawn`]; to wait for
@@ -197,7 +197,7 @@ pub fn spawn<P: IntoProcess>(
     method: &str,
     input: impl IntoPayloads,
 ) -> Result<Pid, SpawnError> {
-    io::with_context("wsched::this::context()", |ctx| {
+    io::with_context("wsched::this::spawn()", |ctx| {
         ctx.spawn(process, method, input)
     })
 }
@@ -215,7 +215,7 @@ pub fn spawn_detached<P: IntoProcess>(
     method: &str,
     input: impl IntoPayloads,
 ) -> Result<Pid, SpawnError> {
-    io::with_context("wsched::this::context()", |ctx| {
+    io::with_context("wsched::this::spawn_detached()", |ctx| {
         ctx.spawn_detached(process, method, input)
     })
 }
@@ -236,7 +236,7 @@ pub fn spawn_with<P: IntoProcess>(
     input: impl IntoPayloads,
     options: SpawnOptions,
 ) -> Result<Pid, SpawnError> {
-    io::with_context("wsched::this::context()", |ctx| {
+    io::with_context("wsched::this::spawn_with()", |ctx| {
         ctx.spawn_with(process, method, input, options)
     })
 }
@@ -253,7 +253,7 @@ pub fn spawn_with<P: IntoProcess>(
 /// Outside a step of a `#[process]` process.
 #[track_caller]
 pub fn register(name: &str, pid: Pid) -> Result<(), RegisterError> {
-    io::with_context("wsched::this::context()", |ctx| ctx.register(name, pid))
+    io::with_context("wsched::this::register()", |ctx| ctx.register(name, pid))
 }
 
 /// Frees `name`; returns the live process that held it. See
@@ -263,7 +263,7 @@ pub fn register(name: &str, pid: Pid) -> Result<(), RegisterError> {
 /// Outside a step of a `#[process]` process.
 #[track_caller]
 pub fn unregister(name: &str) -> Option<Pid> {
-    io::with_context("wsched::this::context()", |ctx| ctx.unregister(name))
+    io::with_context("wsched::this::unregister()", |ctx| ctx.unregister(name))
 }
 
 /// The live process registered under `name`. See
@@ -273,7 +273,7 @@ pub fn unregister(name: &str) -> Option<Pid> {
 /// Outside a step of a `#[process]` process.
 #[track_caller]
 pub fn whereis(name: &str) -> Option<Pid> {
-    io::with_context("wsched::this::context()", |ctx| ctx.whereis(name))
+    io::with_context("wsched::this::whereis()", |ctx| ctx.whereis(name))
 }
 
 /// Sends `message` to the process registered under `name`, as coming from this
@@ -287,7 +287,7 @@ pub fn whereis(name: &str) -> Option<Pid> {
 /// Outside a step of a `#[process]` process.
 #[track_caller]
 pub fn send_named<T: Any + Send>(name: &str, message: T) -> Result<(), SendNamedError> {
-    io::with_context("wsched::this::context()", |ctx| {
+    io::with_context("wsched::this::send_named()", |ctx| {
         ctx.send_named(name, message)
     })
 }
@@ -307,7 +307,7 @@ pub fn send_after<T: Any + Send>(
     message: T,
     delay: Duration,
 ) -> Result<TimerRef, TimedSendError> {
-    io::with_context("wsched::this::context()", |ctx| {
+    io::with_context("wsched::this::send_after()", |ctx| {
         ctx.send_after(to, message, delay)
     })
 }
@@ -327,7 +327,7 @@ pub fn send_interval<T: Any + Send + Clone>(
     message: T,
     period: Duration,
 ) -> Result<TimerRef, TimedSendError> {
-    io::with_context("wsched::this::context()", |ctx| {
+    io::with_context("wsched::this::send_interval()", |ctx| {
         ctx.send_interval(to, message, period)
     })
 }
@@ -340,7 +340,7 @@ pub fn send_interval<T: Any + Send + Clone>(
 /// Outside a step of a `#[process]` process.
 #[track_caller]
 pub fn monitor(pid: Pid) -> MonitorRef {
-    io::with_context("wsched::this::context()", |ctx| ctx.monitor(pid))
+    io::with_context("wsched::this::monitor()", |ctx| ctx.monitor(pid))
 }
 
 /// Stops `monitor`; `true` if its `Down` had not been sent (then none comes). See
@@ -350,7 +350,7 @@ pub fn monitor(pid: Pid) -> MonitorRef {
 /// Outside a step of a `#[process]` process.
 #[track_caller]
 pub fn demonitor(monitor: MonitorRef) -> bool {
-    io::with_context("wsched::this::context()", |ctx| ctx.demonitor(monitor))
+    io::with_context("wsched::this::demonitor()", |ctx| ctx.demonitor(monitor))
 }
 
 /// Links this process and `pid`, both ways. See [`Context::link`].
@@ -359,7 +359,7 @@ pub fn demonitor(monitor: MonitorRef) -> bool {
 /// Outside a step of a `#[process]` process.
 #[track_caller]
 pub fn link(pid: Pid) {
-    io::with_context("wsched::this::context()", |ctx| ctx.link(pid));
+    io::with_context("wsched::this::link()", |ctx| ctx.link(pid));
 }
 
 /// Removes the link between this process and `pid`. See [`Context::unlink`].
@@ -368,7 +368,7 @@ pub fn link(pid: Pid) {
 /// Outside a step of a `#[process]` process.
 #[track_caller]
 pub fn unlink(pid: Pid) {
-    io::with_context("wsched::this::context()", |ctx| ctx.unlink(pid));
+    io::with_context("wsched::this::unlink()", |ctx| ctx.unlink(pid));
 }
 
 /// Whether linked processes' ends come as [`Exit`](crate::Exit) messages. See
@@ -378,7 +378,7 @@ pub fn unlink(pid: Pid) {
 /// Outside a step of a `#[process]` process.
 #[track_caller]
 pub fn trap_exits(on: bool) {
-    io::with_context("wsched::this::context()", |ctx| ctx.trap_exits(on));
+    io::with_context("wsched::this::trap_exits()", |ctx| ctx.trap_exits(on));
 }
 
 /// Spawns a process linked to this one. See [`Context::spawn_linked`].
@@ -394,7 +394,7 @@ pub fn spawn_linked<P: IntoProcess>(
     method: &str,
     input: impl IntoPayloads,
 ) -> Result<Pid, SpawnError> {
-    io::with_context("wsched::this::context()", |ctx| {
+    io::with_context("wsched::this::spawn_linked()", |ctx| {
         ctx.spawn_linked(process, method, input)
     })
 }
