@@ -109,6 +109,59 @@ struct Current {
     /// The worker's index, readable while `core` is borrowed.
     index: usize,
     core: Rc<RefCell<Core>>,
+    /// Handles of this scheduler that destroyed cells held, kept for new cells (see
+    /// [`lend_handle`]).
+    handles: RefCell<Vec<Handle>>,
+}
+
+/// Handles a worker keeps for the cells it makes.
+const KEPT_HANDLES: usize = 64;
+
+/// A handle to `handle`'s scheduler for a new cell: one this worker kept from a cell
+/// it destroyed, or a clone. A clone is a locked increment of the scheduler's
+/// reference count (and the cell's end a locked decrement) on a line every worker
+/// writes; a worker that spawns and ends processes reuses the counts instead. Every
+/// kept handle is a real count: a cell that moves to another thread owns its own.
+pub(crate) fn lend_handle(handle: &Handle) -> Handle {
+    let kept = CURRENT.try_with(|current| {
+        let current = current.try_borrow().ok()?;
+        let current = current.as_ref()?;
+        if !std::ptr::eq(current.shared, handle.shared()) {
+            return None;
+        }
+        let popped = current.handles.try_borrow_mut().ok()?.pop();
+        popped
+    });
+    kept.ok().flatten().unwrap_or_else(|| handle.clone())
+}
+
+/// Takes back the handle of a cell that was destroyed: kept for [`lend_handle`] on
+/// a worker of its scheduler (up to [`KEPT_HANDLES`]), dropped elsewhere.
+pub(crate) fn keep_handle(handle: Handle) {
+    let mut handle = Some(handle);
+    // `try_with` and `try_borrow`: a cell may be destroyed while this thread's
+    // worker state is being set up or torn down.
+    let _ = CURRENT.try_with(|current| {
+        let Ok(current) = current.try_borrow() else {
+            return;
+        };
+        let Some(current) = current.as_ref() else {
+            return;
+        };
+        let Some(kept) = handle.as_ref() else {
+            return;
+        };
+        if !std::ptr::eq(current.shared, kept.shared()) {
+            return;
+        }
+        let Ok(mut handles) = current.handles.try_borrow_mut() else {
+            return;
+        };
+        if handles.len() < KEPT_HANDLES {
+            handles.extend(handle.take());
+        }
+    });
+    drop(handle);
 }
 
 /// Which thread is calling into the scheduler: one of its workers (by index), or any
@@ -269,6 +322,7 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
             shared,
             index,
             core: core.clone(),
+            handles: RefCell::new(Vec::with_capacity(KEPT_HANDLES)),
         })
     });
 
@@ -326,7 +380,10 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
         }
     }
 
-    CURRENT.with(|current| *current.borrow_mut() = None);
+    // Taken out before it is dropped: dropping it drops the kept handles and may
+    // destroy cells, which look at this thread-local.
+    let current = CURRENT.with(|current| current.borrow_mut().take());
+    drop(current);
     // All processes have ended before workers are told to exit, so queues hold only
     // processes shutdown already stopped; drop them outside the thread-local.
     drop(shared.lifo(index).take());

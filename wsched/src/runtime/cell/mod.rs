@@ -581,7 +581,7 @@ impl NewProcess {
         let input = self.take_input();
         let header = self.header_mut();
         header.pid = pid;
-        header.handle = Some(handle.clone());
+        header.handle = Some(super::worker::lend_handle(handle));
         header.parent = parent;
         header.span = SpanSlot::process(pid, &header.entry, parent);
         // The counts of the `Context`'s reference and the PID table's, added with

@@ -136,9 +136,20 @@ impl CellRef {
         }
         // SAFETY: the cell is alive until the `drop_in_place` below.
         let layout = Layout::for_value(unsafe { cell.as_ref() });
-        let _release = Release(cell.cast(), layout);
-        // SAFETY: per the contract, nothing else uses the cell; it is dropped once.
-        unsafe { ptr::drop_in_place(cell.as_ptr()) };
+        // Its handle to the scheduler goes back to this worker's keeping (see
+        // `worker::lend_handle`), after everything else of the cell.
+        // SAFETY: per the contract, nothing else uses the cell, so taking the
+        // handle out of its header (leaving `None` to drop) races with nothing.
+        let handle = unsafe { (*ptr::addr_of_mut!((*cell.as_ptr()).header.handle)).take() };
+        {
+            let _release = Release(cell.cast(), layout);
+            // SAFETY: per the contract, nothing else uses the cell; it is dropped
+            // once.
+            unsafe { ptr::drop_in_place(cell.as_ptr()) };
+        }
+        if let Some(handle) = handle {
+            crate::runtime::worker::keep_handle(handle);
+        }
     }
 }
 
