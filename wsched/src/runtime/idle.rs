@@ -39,7 +39,11 @@
 //! slot whose worker stayed in one step throughout a grace period (`worker.rs`).
 //! Filling an empty LIFO slot then wakes nobody if a worker watches, or searches,
 //! or every worker is awake ([`Idle::notify_lifo_filled`]); otherwise it wakes one
-//! as new work does. The handshake is Dekker's again: the filler writes the slot,
+//! as new work does. A worker also watches, slot empty or not, while another worker
+//! is awake ([`Idle::others_awake`]): a busy worker fills and empties its slot on
+//! every message, and a sleeper that parked in the instant the slot was empty was
+//! woken (a system call on the busy worker's path) by the next fill, found nothing
+//! and parked again, thousands of times a second in a ping-pong on two workers. The handshake is Dekker's again: the filler writes the slot,
 //! fences and reads the counts; the sleeper registers, fences, reads the slots, and
 //! only then counts itself as a watcher. Either the sleeper sees the slot occupied
 //! (and watches), or the filler sees it asleep and not watching (and wakes it).
@@ -185,6 +189,12 @@ impl Idle {
         // Pairs with the fence in `notify_one`: the caller's re-check of the queues
         // comes after this.
         fence(Ordering::SeqCst);
+    }
+
+    /// Whether a worker other than the registered caller is awake: running steps
+    /// (or about to park), so it may fill its LIFO slot at any moment.
+    pub(crate) fn others_awake(&self) -> bool {
+        unparked(self.state.load(Ordering::SeqCst)) > 0
     }
 
     /// The registered worker found work after all.

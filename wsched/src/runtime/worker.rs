@@ -423,7 +423,7 @@ impl Core {
     /// queue.
     #[inline]
     fn push_back(&mut self, shared: &Shared, task: Task) {
-        let moved = self.local.push_back_or_overflow(task, &shared.inject);
+        let moved = self.local.push_back_or_overflow(task, &*shared.inject);
         if moved > 0 {
             let counters = &shared.counters[self.index];
             counters.overflows.add(1);
@@ -641,7 +641,7 @@ fn park(
         r.park(index);
     }
     // Read after registering (and its fence): see "Watching LIFO slots" in idle.rs.
-    if core.borrow().lifo_to_watch(shared) {
+    if core.borrow().lifo_to_watch(shared) || shared.idle.others_awake() {
         if !shared.idle.park_watching(index, *watch) {
             // Timed out, awake, not searching: look around (a stranded process is
             // taken by `steal_lifo`), and sleep longer next time if there is nothing.
