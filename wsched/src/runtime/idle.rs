@@ -193,6 +193,7 @@ impl Idle {
 
     /// Whether a worker other than the registered caller is awake: running steps
     /// (or about to park), so it may fill its LIFO slot at any moment.
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn others_awake(&self) -> bool {
         unparked(self.state.load(Ordering::SeqCst)) > 0
     }

@@ -641,7 +641,11 @@ fn park(
         r.park(index);
     }
     // Read after registering (and its fence): see "Watching LIFO slots" in idle.rs.
-    if core.borrow().lifo_to_watch(shared) || shared.idle.others_awake() {
+    // Under loom, only a slot seen occupied is watched: watching because another
+    // worker is awake only adds timed wake-ups (it cannot lose one), and loom takes
+    // every timeout as a branch, which a model's long step makes unbounded.
+    let others_awake = cfg!(not(loom)) && shared.idle.others_awake();
+    if core.borrow().lifo_to_watch(shared) || others_awake {
         if !shared.idle.park_watching(index, *watch) {
             // Timed out, awake, not searching: look around (a stranded process is
             // taken by `steal_lifo`), and sleep longer next time if there is nothing.
