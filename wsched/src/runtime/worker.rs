@@ -17,11 +17,11 @@
 //!    must not strand it while this worker idles.
 //!
 //! Finding nothing, the worker spins (rounds 1–3), yields its thread (4–15), then
-//! parks (16 on) through the handshake in `idle.rs`. While another worker's LIFO slot
-//! is occupied it parks with a timeout instead, to come back and look (see
-//! "Watching LIFO slots" in `idle.rs`): filling an empty LIFO slot from inside a
-//! step then wakes nobody, where a wake-up per message cost a system call and kept
-//! a second core busy finding nothing in every ping-pong.
+//! parks (16 on) through the handshake in `idle.rs`. While another worker is awake
+//! (or its LIFO slot is occupied) it parks with a timeout instead, to come back and
+//! look (see "Watching LIFO slots" in `idle.rs`): filling an empty LIFO slot from
+//! inside a step then wakes nobody, where a wake-up per message cost a system call
+//! and kept a second core busy finding nothing in every ping-pong.
 //!
 //! A worker survives anything the code it runs does: user code runs under
 //! `catch_unwind`, user values are dropped with `drop_quietly`, and as a last line of
