@@ -156,7 +156,7 @@ impl Payload {
             // SAFETY: a pointer fits in the storage (two words, word-aligned).
             unsafe { storage.as_mut_ptr().cast::<*mut T>().write(boxed) };
         }
-        // `meta` describes a `T` (the contract), stored as `with_meta` stores it.
+        // `meta` describes a `T` (the contract).
         Self {
             meta,
             storage,

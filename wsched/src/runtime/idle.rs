@@ -43,8 +43,9 @@
 //! is awake ([`Idle::others_awake`]): a busy worker fills and empties its slot on
 //! every message, and a sleeper that parked in the instant the slot was empty was
 //! woken (a system call on the busy worker's path) by the next fill, found nothing
-//! and parked again, thousands of times a second in a ping-pong on two workers. The handshake is Dekker's again: the filler writes the slot,
-//! fences and reads the counts; the sleeper registers, fences, reads the slots, and
+//! and parked again, thousands of times a second in a ping-pong on two workers.
+//! The handshake is Dekker's again: the filler writes the slot, fences and reads
+//! the counts; the sleeper registers, fences, reads the slots, and
 //! only then counts itself as a watcher. Either the sleeper sees the slot occupied
 //! (and watches), or the filler sees it asleep and not watching (and wakes it).
 

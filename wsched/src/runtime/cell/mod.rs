@@ -112,8 +112,9 @@ pub(crate) struct Header {
     /// (a plain load and store, no locked instruction), or before the cell is shared.
     steps: AtomicU64,
     /// Where the process waits, for listings. Only the owner writes it (through
-    /// [`Owned`], and as it ends, in `end_with`), under the mailbox lock; others read it under that lock; the owner
-    /// reads it without (no write can race with its reads). So a process suspending
+    /// [`Owned`], and as it ends, in `end_with`), under the mailbox lock; others read
+    /// it under that lock; the owner reads it without (no write can race with its
+    /// reads). So a process suspending
     /// at the same place step after step — the common case — compares and takes no
     /// lock, and the point costs no lock and no second copy of its own.
     suspended_at: UnsafeCell<Option<PackedPoint>>,
@@ -518,7 +519,7 @@ impl NewProcess {
     /// Whether it is to be linked to its parent as it is spawned.
     #[inline]
     pub(crate) fn links_to_parent(&self) -> bool {
-        self.cell.steps.load(Ordering::Relaxed) & LINK_PARENT != 0
+        self.cell.links_to_parent()
     }
 
     /// Discards its result when it finishes (see `SpawnOptions::detached`).
@@ -550,6 +551,14 @@ impl NewProcess {
     /// Takes the input for `init` (empty the second time).
     pub(crate) fn take_input(&mut self) -> Payloads {
         mem::take(&mut self.input)
+    }
+
+    /// Moves the input into the cell, for a `Spawn` command: the command then
+    /// stays one word pair, so it travels inline in its payload.
+    pub(crate) fn stash(mut self) -> StashedProcess {
+        let input = self.take_input().pack();
+        self.header_mut().mailbox.get_mut().outcome = Outcome::Unstarted(input);
+        StashedProcess(self.cell)
     }
 
     /// The process itself, for the testing harness, which runs it outside any
@@ -623,16 +632,6 @@ pub(crate) struct Spawned {
     pub(crate) for_table: CellRef,
 }
 
-impl NewProcess {
-    /// Moves the input into the cell, for a `Spawn` command: the command then
-    /// stays one word pair, so it travels inline in its payload.
-    pub(crate) fn stash(mut self) -> StashedProcess {
-        let input = self.take_input().pack();
-        self.header_mut().mailbox.get_mut().outcome = Outcome::Unstarted(input);
-        StashedProcess(self.cell)
-    }
-}
-
 /// A [`NewProcess`] whose input waits in its cell (see [`NewProcess::stash`]).
 pub(crate) struct StashedProcess(CellRef);
 
@@ -664,7 +663,7 @@ impl StashedProcess {
 
     /// Whether it is to be linked to its parent as it is spawned.
     pub(crate) fn links_to_parent(&self) -> bool {
-        self.0.steps.load(Ordering::Relaxed) & LINK_PARENT != 0
+        self.0.links_to_parent()
     }
 }
 
@@ -733,6 +732,12 @@ impl Header {
     /// Whether the process's result is discarded when it finishes.
     pub(crate) fn is_detached(&self) -> bool {
         self.steps.load(Ordering::Relaxed) & DETACHED != 0
+    }
+
+    /// Whether the process is to be linked to its parent as it is spawned.
+    #[inline]
+    pub(crate) fn links_to_parent(&self) -> bool {
+        self.steps.load(Ordering::Relaxed) & LINK_PARENT != 0
     }
 
     /// The process's pending timers.
