@@ -308,9 +308,17 @@ fn main() {
     let record = std::env::var("STEP_COST_RECORD")
         .ok()
         .map(|mode| match mode.as_str() {
-            "bounded" => wsched::RecordOptions::new(),
+            "bounded" => wsched::RecordOptions::new().ring(false),
             "ring" => wsched::RecordOptions::new().ring(true),
             other => panic!("STEP_COST_RECORD is `bounded` or `ring`, not `{other}`"),
+        })
+        .map(|options| match std::env::var("STEP_COST_RECORD_CAPACITY") {
+            Ok(events) => options.capacity_per_worker(
+                events
+                    .parse()
+                    .expect("STEP_COST_RECORD_CAPACITY is a number of events"),
+            ),
+            Err(_) => options,
         });
     let builder = Scheduler::builder()
         .workers(workers)

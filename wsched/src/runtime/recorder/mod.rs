@@ -12,13 +12,15 @@
 //!
 //! Off (the default), the runtime holds no recorder and every hook is one branch on
 //! `Option::is_some`. On, each worker appends fixed-size events (two words) to its own
-//! buffer without locks or locked instructions. The clock is read once per step (at
-//! its start) and on the idle paths (going idle, parking, waking, stealing), never
-//! twice per step: an event that happens inside a step or at its end (a step's end,
-//! a process made runnable by it) takes the time of the next timed event in its lane,
-//! which is the next step's start or the moment the worker finds nothing to do. So a
-//! step's slice covers the step and the runtime's handling of it (dispatching its
-//! yields, queueing what it woke), up to the moment its worker picks its next task.
+//! buffer without locks or locked instructions. A step is one event: written when it
+//! starts, with the time, and *amended* in place when it ends, with its outcome (a
+//! store, not a second event). The clock is read once per step (at its start) and on
+//! the idle paths (going idle, parking, waking, stealing), never twice per step: a
+//! step's end, and an event that happens inside a step (a process made runnable by
+//! it), take the time of the next timed event in its lane, which is the next step's
+//! start or the moment the worker finds nothing to do. So a step's slice covers the
+//! step and the runtime's handling of it (dispatching its yields, queueing what it
+//! woke), up to the moment its worker picks its next task.
 //!
 //! Threads that are not workers (spawns and sends from outside, timers firing, the
 //! blocking pool's completions) write to one more lane, the *outside* lane, under a
@@ -26,7 +28,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
@@ -92,8 +94,8 @@ impl RecordOptions {
 
     /// How many events each worker's buffer holds (and the buffer of threads that
     /// are not workers), rounded up to a power of two (at least 2). Each event takes
-    /// 16 bytes, allocated when the scheduler is built. A step takes two or three
-    /// events (its start, its end, the process it woke).
+    /// 16 bytes, allocated when the scheduler is built. A step takes one or two
+    /// events (the step, the process it woke).
     ///
     /// ```
     /// let options = wsched::RecordOptions::new().capacity_per_worker(1000);
@@ -171,8 +173,11 @@ impl Default for RecordOptions {
 // Word 1 holds the kind in its low byte and an argument (a PID, at most 2^56) above.
 // Word 0 holds the time in clock ticks for timed kinds, a second argument otherwise.
 
+/// A step that has not ended (yet): word 0 is its start.
 const STEP_START: u64 = 1;
-const STEP_END: u64 = 2;
+/// A step that ended, amended from `STEP_START`: the kind is this plus the outcome's
+/// code (see `outcome_code`); word 0 is still its start.
+const STEP_ENDED: u64 = 12;
 const RUNNABLE: u64 = 3;
 /// Runnable, with word 0 a time (from a thread that is not a worker).
 const RUNNABLE_TIMED: u64 = 4;
@@ -235,6 +240,9 @@ struct LaneBuffer {
     /// Writer-private (relaxed loads and stores by the one writer only).
     parked: AtomicBool,
     steps: AtomicU32,
+    /// The index of the running step's event, amended when the step ends (writer-
+    /// private; `ring::REFUSED` if a full bounded buffer refused it).
+    step: AtomicU64,
 }
 
 #[derive(Default)]
@@ -250,6 +258,7 @@ impl LaneBuffer {
             names: Mutex::new(Names::default()),
             parked: AtomicBool::new(false),
             steps: AtomicU32::new(0),
+            step: AtomicU64::new(ring::REFUSED),
         }
     }
 
@@ -305,18 +314,21 @@ impl Recorder {
         let lane = &self.workers[worker];
         // A full bounded buffer records nothing more: no clock read, no samples.
         if lane.ring.refuse_if_full() {
+            lane.step.store(ring::REFUSED, Ordering::Relaxed);
             return;
         }
         let now = self.clock.ticks();
-        lane.ring.push(now, word1(STEP_START, pid.as_u64()));
-        let steps = lane.steps.load(std::sync::atomic::Ordering::Relaxed) + 1;
+        // Samples go before the step's event, so nothing timed follows it until the
+        // step has ended.
+        let steps = lane.steps.load(Ordering::Relaxed) + 1;
         if steps >= SAMPLE_EVERY {
-            lane.steps.store(0, std::sync::atomic::Ordering::Relaxed);
+            lane.steps.store(0, Ordering::Relaxed);
             self.sample(shared, worker, now);
         } else {
-            lane.steps
-                .store(steps, std::sync::atomic::Ordering::Relaxed);
+            lane.steps.store(steps, Ordering::Relaxed);
         }
+        let index = lane.ring.push(now, word1(STEP_START, pid.as_u64()));
+        lane.step.store(index, Ordering::Relaxed);
     }
 
     /// The step of `pid` on `worker` returned: `ok` unless it failed or panicked,
@@ -330,9 +342,10 @@ impl Recorder {
             (true, Some(Status::Done(_))) => StepOutcome::Done,
             _ => StepOutcome::Failed,
         };
-        self.workers[worker]
-            .ring
-            .push(outcome_code(outcome), word1(STEP_END, pid.as_u64()));
+        let lane = &self.workers[worker];
+        let kind = STEP_ENDED + outcome_code(outcome);
+        lane.ring
+            .amend(lane.step.load(Ordering::Relaxed), word1(kind, pid.as_u64()));
     }
 
     /// `worker` made `pid` runnable (queued it).
@@ -389,19 +402,17 @@ impl Recorder {
     /// `worker` is about to sleep.
     pub(crate) fn park(&self, worker: usize) {
         let lane = &self.workers[worker];
-        lane.parked
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        lane.parked.store(true, Ordering::Relaxed);
         lane.ring.push(self.clock.ticks(), word1(PARK, 0));
     }
 
     /// `worker` is back from `park` (nothing is recorded if it did not sleep).
     pub(crate) fn unpark(&self, shared: &Shared, worker: usize) {
         let lane = &self.workers[worker];
-        if !lane.parked.load(std::sync::atomic::Ordering::Relaxed) {
+        if !lane.parked.load(Ordering::Relaxed) {
             return;
         }
-        lane.parked
-            .store(false, std::sync::atomic::Ordering::Relaxed);
+        lane.parked.store(false, Ordering::Relaxed);
         let now = self.clock.ticks();
         lane.ring.push(now, word1(UNPARK, 0));
         self.sample(shared, worker, now);
@@ -472,7 +483,8 @@ impl Recorder {
 
 /// Appends the events of one lane's copy to `recording`, resolving times: an untimed
 /// event takes the time of the next timed event in its lane (the end of the step it
-/// happened in), or the recording's end if there is none.
+/// happened in), or the recording's end if there is none. An ended step becomes a
+/// start and an end, the end at that same time, after the events inside the step.
 fn decode(
     recording: &mut Recording,
     lane: Lane,
@@ -485,7 +497,7 @@ fn decode(
         matches!(
             kind,
             STEP_START | RUNNABLE_TIMED | IDLE | PARK | UNPARK | STEAL | COUNTERS
-        )
+        ) || ended_step(kind).is_some()
     };
     // Times, back to front: each untimed event takes the next timed one's.
     let mut times = vec![end; raw.len()];
@@ -498,19 +510,29 @@ fn decode(
     }
     // Kept monotonic per lane (ticks of different cores may differ by a hair).
     let mut last = Duration::ZERO;
+    // The step that ended last, until the next timed event gives its end a time.
+    let mut open_end: Option<EventKind> = None;
     let mut i = 0;
     while i < raw.len() {
         let [w0, w1] = raw[i];
         let at = times[i].max(last);
         last = at;
+        if timed(w1 & 0xFF) {
+            if let Some(step_end) = open_end.take() {
+                recording.push(lane, RecordedEvent::new(at, step_end));
+            }
+        }
         let arg = w1 >> KIND_BITS;
         let pid = || Pid::from_raw(arg.max(1));
         let kind = match w1 & 0xFF {
             STEP_START => Some(EventKind::StepStart { pid: pid() }),
-            STEP_END => Some(EventKind::StepEnd {
-                pid: pid(),
-                outcome: outcome_of_code(w0),
-            }),
+            kind if ended_step(kind).is_some() => {
+                open_end = ended_step(kind).map(|outcome| EventKind::StepEnd {
+                    pid: pid(),
+                    outcome,
+                });
+                Some(EventKind::StepStart { pid: pid() })
+            }
             RUNNABLE | RUNNABLE_TIMED => Some(EventKind::Runnable { pid: pid() }),
             IDLE => Some(EventKind::Idle),
             PARK => Some(EventKind::Park),
@@ -543,6 +565,16 @@ fn decode(
         }
         i += 1;
     }
+    if let Some(step_end) = open_end {
+        recording.push(lane, RecordedEvent::new(end.max(last), step_end));
+    }
+}
+
+/// The outcome of a step event amended when the step ended, or `None` for another
+/// kind.
+fn ended_step(kind: u64) -> Option<StepOutcome> {
+    let code = kind.checked_sub(STEP_ENDED)?;
+    (code <= outcome_code(StepOutcome::Failed)).then(|| outcome_of_code(code))
 }
 
 impl Shared {

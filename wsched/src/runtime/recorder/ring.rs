@@ -4,16 +4,20 @@
 //! An event is two words. The writer fills slot `n % capacity` and then publishes
 //! `n + 1` in `published` (Release): a reader that loads `published` (Acquire) sees
 //! every event before it. In ring mode the writer overwrites old slots, possibly while
-//! a reader copies them; before it touches a slot it already filled once, it stores
-//! the index of the event it is about to write in `started`, and its data stores are
+//! a reader copies them; before it touches a slot, it stores the index (plus one) of
+//! the event it is about to write in `started`, and its data stores are
 //! Release stores, so a reader that copied any word of the newer event (its loads are
 //! Acquire) then sees `started` at least that high. The reader therefore copies first
 //! and checks `started` afterwards: slot `i` is intact iff no event `i + capacity` or
 //! later had started, i.e. `i + capacity >= started`. Torn slots are dropped, never
 //! returned; they are always a prefix of what was copied.
 //!
+//! The writer may also *amend* an event it still holds: replace its second word (the
+//! recorder closes a step's event this way when the step ends). A reader copies the
+//! old or the new word next to the same first word, and both make a whole event.
+//!
 //! On x86-64 every one of these loads and stores is a plain `mov`: an event costs
-//! three or four stores to lines only this writer writes.
+//! four stores to lines only this writer writes.
 
 use crate::sync::{AtomicU64, Ordering};
 
@@ -22,15 +26,22 @@ pub(crate) struct Ring {
     slots: Box<[[AtomicU64; 2]]>,
     /// `slots.len() - 1` (the capacity is a power of two).
     mask: u64,
-    /// Overwrite the oldest events when full (else refuse new ones).
-    ring: bool,
+    /// The index of the first event a bounded buffer refuses (its capacity); none
+    /// (`u64::MAX`) in ring mode, which overwrites the oldest events instead.
+    limit: u64,
     /// Events written (the next event's index). Written by the writer only.
     published: AtomicU64,
-    /// The index plus one of the last event that started overwriting a slot.
+    /// The index plus one of the last event that started being written. It only
+    /// matters once a slot is overwritten (before that it is at most the capacity,
+    /// which tears nothing), so the writer stores it on every push, unconditionally.
     started: AtomicU64,
     /// Events refused because the buffer was full (bounded mode only).
     refused: AtomicU64,
 }
+
+/// What [`Ring::push`] returns when it refused the event: no index, and one that
+/// [`Ring::amend`] leaves alone (it is more than a capacity ahead of any index).
+pub(crate) const REFUSED: u64 = 1 << 63;
 
 /// What [`Ring::snapshot`] copied.
 pub(crate) struct Copied {
@@ -55,7 +66,7 @@ impl Ring {
                 .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
                 .collect(),
             mask: capacity as u64 - 1,
-            ring,
+            limit: if ring { u64::MAX } else { capacity as u64 },
             published: AtomicU64::new(0),
             started: AtomicU64::new(0),
             refused: AtomicU64::new(0),
@@ -73,7 +84,7 @@ impl Ring {
     #[inline]
     pub(crate) fn refuse_if_full(&self) -> bool {
         // Only this thread stores `published`: Relaxed reads its own last store.
-        if self.ring || self.published.load(Ordering::Relaxed) <= self.mask {
+        if self.published.load(Ordering::Relaxed) < self.limit {
             return false;
         }
         let refused = self.refused.load(Ordering::Relaxed);
@@ -81,24 +92,38 @@ impl Ring {
         true
     }
 
-    /// Appends an event. Only the buffer's one writer calls this (a worker for its own
-    /// lane; outside threads under the outside lane's lock).
+    /// Appends an event and returns its index, or [`REFUSED`] if a bounded buffer
+    /// is full. Only the buffer's one writer calls this (a worker for its own lane;
+    /// outside threads under the outside lane's lock).
     #[inline]
-    pub(crate) fn push(&self, word0: u64, word1: u64) {
+    pub(crate) fn push(&self, word0: u64, word1: u64) -> u64 {
         if self.refuse_if_full() {
-            return;
+            return REFUSED;
         }
         // Only this thread stores `published`: Relaxed reads its own last store.
         let n = self.published.load(Ordering::Relaxed);
-        if n > self.mask {
-            // Announce the overwrite before any store into the slot: the Release data
-            // stores below order this store before themselves.
-            self.started.store(n + 1, Ordering::Relaxed);
-        }
+        // Announce a possible overwrite before any store into the slot: the Release
+        // data stores below order this store before themselves.
+        self.started.store(n + 1, Ordering::Relaxed);
         let slot = &self.slots[(n & self.mask) as usize];
         slot[0].store(word0, Ordering::Release);
         slot[1].store(word1, Ordering::Release);
         self.published.store(n + 1, Ordering::Release);
+        n
+    }
+
+    /// Replaces the second word of event `n`, if the buffer still holds it (the
+    /// writer has not lapped it; a [`REFUSED`] index is never held). Only the
+    /// writer calls this. A reader copies either word, old or new, with the same
+    /// first word: both are whole events, so this tears nothing.
+    #[inline]
+    pub(crate) fn amend(&self, n: u64, word1: u64) {
+        // Only this thread stores `published`: Relaxed reads its own last store.
+        // Events n + 1 .. published have been written since n; the slot still holds
+        // n unless one of them is n + capacity.
+        if self.published.load(Ordering::Relaxed).wrapping_sub(n) <= self.mask + 1 {
+            self.slots[(n & self.mask) as usize][1].store(word1, Ordering::Release);
+        }
     }
 
     /// Copies the intact events, oldest first. Safe to call from any thread while

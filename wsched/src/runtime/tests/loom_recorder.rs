@@ -1,6 +1,6 @@
 //! loom models of the recorder's event buffer (`recorder/ring.rs`): a snapshot
-//! taken while its writer writes returns only intact events, consecutive, never a
-//! slot half overwritten, and once the writer is done, exactly what it kept.
+//! taken while its writer writes (or amends) returns only intact events, consecutive,
+//! never a slot half overwritten, and once the writer is done, exactly what it kept.
 
 use crate::runtime::recorder::ring::{Copied, Ring};
 use crate::sync::{thread, Arc};
@@ -60,5 +60,35 @@ fn a_bounded_buffer_keeps_the_first_events_and_counts_the_rest() {
         let last = ring.snapshot();
         assert_intact(&last, 2);
         assert_eq!((last.first, last.events.len(), last.refused), (0, 2, 1));
+    });
+}
+
+#[test]
+fn a_snapshot_racing_an_amend_and_an_overwrite_sees_whole_events() {
+    loom::model(|| {
+        let ring = Arc::new(Ring::new(2, true));
+        let reader = {
+            let ring = ring.clone();
+            thread::spawn(move || {
+                let copied = ring.snapshot();
+                for (k, event) in copied.events.iter().enumerate() {
+                    let i = copied.first + k as u64;
+                    assert_eq!(event[0], i, "event {i} is out of place");
+                    assert!(event[1] == check(i) || event[1] == !check(i), "torn");
+                }
+            })
+        };
+        // Event 1 is amended while held, then overwritten by event 3.
+        for i in 0..2 {
+            ring.push(i, check(i));
+        }
+        ring.amend(1, !check(1));
+        ring.push(2, check(2));
+        ring.push(3, check(3));
+        // Lapped: left alone.
+        ring.amend(1, 0);
+        reader.join().unwrap();
+        let last = ring.snapshot();
+        assert_eq!(last.events, vec![[2, check(2)], [3, check(3)]]);
     });
 }
