@@ -732,3 +732,30 @@ fn a_shutdown_timeout_dumps_the_recording() {
     let calm = recorded(1, RecordOptions::new());
     assert!(calm.shutdown(Duration::from_secs(5)).recording.is_none());
 }
+
+/// Whether the clock is read at every step or at one in four, every step of a busy
+/// run is recorded once, in order, with its outcome, and its slice follows the one
+/// before without overlapping it.
+#[test]
+fn every_step_is_recorded_whatever_the_clock_interval() {
+    for every in [1, 4] {
+        let scheduler = recorded(1, RecordOptions::new().clock_every(every));
+        let pid = scheduler.spawn(counting(99), "count", ()).unwrap();
+        scheduler.wait(pid).unwrap();
+        let recording = scheduler.recording().expect("on");
+        assert_eq!(recording.clock_every(), every);
+        let kept = steps(&recording, 0);
+        let mut expected = vec![(pid, Some(StepOutcome::Continue)); 99];
+        expected.push((pid, Some(StepOutcome::Done)));
+        assert_eq!(kept, expected, "clock every {every} steps");
+        let slices: Vec<wsched::Slice> = recording
+            .worker_slices(0)
+            .into_iter()
+            .filter(|s| matches!(s.kind, SliceKind::Step { .. }))
+            .collect();
+        for pair in slices.windows(2) {
+            assert!(pair[0].start <= pair[0].end, "{pair:?}");
+            assert!(pair[0].end <= pair[1].start, "{pair:?}");
+        }
+    }
+}

@@ -213,10 +213,12 @@ impl Builder {
     /// (spawned, woken, requeued), spawns with their entries, workers going idle,
     /// parking and waking, steals, and every few hundred steps and at each park
     /// and wake-up, queue depths and the live-process count. Workers write their own
-    /// buffers without locks; the clock is read once per step and on idle paths, so
-    /// a step's slice lasts until its worker picks its next task (it includes the
-    /// runtime's handling of the step), and an event inside a step is stamped with
-    /// the step's end. Off, each hook costs one branch.
+    /// buffers without locks; the clock is read on idle paths and at the start of
+    /// a step (of one step in [`RecordOptions::clock_every`] in a run of back-to-back
+    /// steps, whose others share the time between readings), so a step's slice lasts
+    /// until its worker picks its next task (it includes the runtime's handling of
+    /// the step), and an event inside a step is stamped with the step's end. Off,
+    /// each hook costs one branch.
     ///
     /// ```
     /// use wsched::{RecordOptions, Scheduler};

@@ -209,6 +209,8 @@ pub struct Recording {
     workers: usize,
     duration: Duration,
     capacity: usize,
+    /// See [`clock_every`](Self::clock_every); 0 (read as 1) when built by hand.
+    clock_every: u32,
     /// Per lane: workers by index, then the outside lane.
     lanes: Vec<Vec<RecordedEvent>>,
     lost: Vec<u64>,
@@ -340,6 +342,7 @@ impl Recording {
             workers,
             duration,
             capacity: 0,
+            clock_every: 1,
             lanes: vec![Vec::new(); workers + 1],
             lost: vec![0; workers + 1],
             entries: BTreeMap::new(),
@@ -374,6 +377,10 @@ impl Recording {
     /// ```
     pub fn set_entry(&mut self, pid: Pid, entry: &str) {
         self.entries.insert(pid, entry.to_owned());
+    }
+
+    pub(crate) fn set_clock_every(&mut self, steps: u32) {
+        self.clock_every = steps;
     }
 
     pub(crate) fn set_capacity(&mut self, capacity: usize) {
@@ -456,6 +463,18 @@ impl Recording {
     /// ```
     pub fn capacity(&self) -> usize {
         self.capacity
+    }
+
+    /// How often a busy worker read the clock: at the start of one step in this many
+    /// (see [`RecordOptions::clock_every`](crate::RecordOptions::clock_every)); the
+    /// times of the steps in between are shares of the interval between readings. 1
+    /// for a recording built by hand.
+    ///
+    /// ```
+    /// assert_eq!(wsched::Recording::new(1, std::time::Duration::ZERO).clock_every(), 1);
+    /// ```
+    pub fn clock_every(&self) -> u32 {
+        self.clock_every.max(1)
     }
 
     /// The entry `pid` runs, if its spawn was recorded or it was live at the
