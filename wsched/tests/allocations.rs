@@ -339,9 +339,13 @@ fn the_arguments_of_a_spawn_with_up_to_two_allocate_nothing() {
     };
     let (none, two) = (per_spawn(false), per_spawn(true));
     println!("{none} allocations per spawn without arguments, {two} with two");
-    // Held in place in the input, not in a vector (a `malloc` and a `free` a spawn).
+    // Held in place in the input, not in a vector (a `malloc` and a `free` a spawn,
+    // so a whole allocation more per spawn). Not compared more tightly: a worker
+    // hands cell memory back to the spawning thread through the depot (see
+    // `cell/recycle.rs`) when its timing has it spill a full bin, so either count
+    // may come out a few hundredths under the other.
     assert!(
-        two <= none + 0.01,
+        two < none + 0.5,
         "{two} allocations with two arguments, {none} without"
     );
 }

@@ -224,6 +224,56 @@ fn sends_to_unknown_or_finished_processes_give_the_message_back() {
     s.send(waiter, "stop").unwrap();
 }
 
+/// A worker remembers the processes its steps send to often, holding their cells:
+/// a send to one that has since ended still comes back as "finished", with its
+/// message, and one to a live one still arrives.
+#[test]
+fn a_send_to_a_process_sent_to_before_that_has_ended_comes_back() {
+    let s = scheduler(1);
+    let echo = s.spawn(Echo::new(), "serve", ()).unwrap();
+    let other = s.spawn(Echo::new(), "serve", ()).unwrap();
+    let mut started = false;
+    let sender = s
+        .spawn(
+            Scripted::new(move |ctx, events, out| {
+                if !started {
+                    // Often enough to be remembered.
+                    for i in 0..3_u32 {
+                        ctx.send(echo, i).unwrap();
+                        ctx.send(other, i).unwrap();
+                    }
+                    ctx.send(echo, "stop").unwrap();
+                    started = true;
+                }
+                let go = events.iter().any(|e| {
+                    matches!(e, Event::Message(m) if m.payload.downcast_ref::<&str>() == Some(&"go"))
+                });
+                if go {
+                    let refused = ctx.send(echo, 7_u8).unwrap_err();
+                    ctx.send(other, "stop").unwrap();
+                    let kind = refused.kind();
+                    let payload = refused.into_payload().downcast::<u8>().unwrap();
+                    out.set_status(Status::Done(Payload::new((kind, payload))));
+                } else {
+                    out.set_status(Status::WaitingForMessage);
+                }
+                Ok(())
+            }),
+            "run",
+            (),
+        )
+        .unwrap();
+    assert_eq!(s.wait(echo).unwrap().downcast::<u64>().unwrap(), 3);
+    s.send(sender, "go").unwrap();
+    let (kind, payload) = s
+        .wait(sender)
+        .unwrap()
+        .downcast::<(SendErrorKind, u8)>()
+        .unwrap();
+    assert_eq!((kind, payload), (SendErrorKind::Finished, 7));
+    assert_eq!(s.wait(other).unwrap().downcast::<u64>().unwrap(), 3);
+}
+
 #[test]
 fn a_result_is_claimed_exactly_once() {
     let s = scheduler(2);

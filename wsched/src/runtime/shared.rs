@@ -351,7 +351,7 @@ impl Shared {
     ) -> Result<Option<Message>, SendError> {
         let mut message = Some(Message { from, payload });
         // Small answers only: the message stays in `message` unless delivered.
-        let pushed = self.registry.with(to, |cell| {
+        let pushed = worker::with_destination(self, to, |cell| {
             let pushed = cell.push_message(&mut message, signal);
             if let Pushed::Queued { woke: true } | Pushed::Displaced { woke: true } = pushed {
                 worker::schedule_woken(self, cell.clone());
@@ -381,6 +381,13 @@ impl Shared {
     /// The cell of `pid`, if the PID table has it.
     pub(crate) fn cell_of(&self, pid: Pid) -> Option<CellRef> {
         self.registry.get(pid)
+    }
+
+    /// Runs `f` on the cell of `pid` under its shard's lock, if the PID table has it
+    /// (see [`Registry::with`]).
+    #[inline]
+    pub(crate) fn with_cell<R>(&self, pid: Pid, f: impl FnOnce(&CellRef) -> R) -> Option<R> {
+        self.registry.with(pid, f)
     }
 
     /// The cell of `pid` if its process is live (not done), or why it is not.

@@ -44,6 +44,7 @@ use super::Handle;
 use super::{drop_all_quietly, drop_quietly, panic_message};
 use crate::command::dispatch_direct;
 use crate::error::{Phase, ProcessError, StepError};
+use crate::pid::Pid;
 use crate::process::{Event, Events, Status, StepOutput};
 use crate::sync::{spin_loop, thread};
 
@@ -112,6 +113,98 @@ struct Current {
     /// Handles of this scheduler that destroyed cells held, kept for new cells (see
     /// [`lend_handle`]).
     handles: RefCell<Vec<Handle>>,
+    /// The processes this worker's steps send to (see [`with_destination`]).
+    destinations: RefCell<Destinations>,
+}
+
+/// Entries in a worker's [`Destinations`].
+const DESTINATIONS: usize = 64;
+
+/// The processes a worker's steps sent to lately, by PID (direct-mapped), so that a
+/// send finds its destination's cell without the PID table's shard lock. That lock
+/// cost two locked instructions a send, a tenth of a ping-pong round trip, and when
+/// many processes reply to one (fan-in) both workers wrote its shard's line.
+///
+/// An entry holds a cell (a reference) only from the second send in a row to its
+/// PID, as the entry sees them: a process sent to once costs no reference count,
+/// and sends spread over more processes than there are entries (a ring of a
+/// thousand) do not churn the held cells. A held cell's PID is its for ever (PIDs
+/// are never reused), so an entry needs no invalidation: a send to a process that has
+/// ended finds its mailbox closed, as through the table. What an entry holds after
+/// its process ended is a cell's memory (the process itself was dropped when it
+/// ended), until another PID takes the entry or the worker exits.
+struct Destinations {
+    entries: Box<[Destination; DESTINATIONS]>,
+}
+
+#[derive(Default)]
+struct Destination {
+    /// The PID of the last send through this entry that did not find its cell here.
+    seen: Option<Pid>,
+    held: Option<(Pid, Task)>,
+}
+
+impl Destinations {
+    fn new() -> Self {
+        Self {
+            entries: Box::new(std::array::from_fn(|_| Destination::default())),
+        }
+    }
+
+    /// The entry for `pid`: the top bits of a Fibonacci hash of the whole PID. Its
+    /// low bits alone would not do: processes in one shard of the PID table share
+    /// them, and a process and the one it spawned often are in one shard.
+    #[inline]
+    fn entry_of(pid: Pid) -> usize {
+        const SHIFT: u32 = u64::BITS - DESTINATIONS.trailing_zeros();
+        (pid.as_u64().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> SHIFT) as usize
+    }
+}
+
+/// Runs `f` on the cell of `pid`, if the PID table has it: through this worker's
+/// [`Destinations`] on a worker of `shared`, else under the table's shard lock. `f`
+/// must be short and must not send.
+#[inline]
+pub(crate) fn with_destination<R>(
+    shared: &Shared,
+    pid: Pid,
+    f: impl FnOnce(&Task) -> R,
+) -> Option<R> {
+    let mut f = Some(f);
+    let cached = CURRENT.with(|current| {
+        let current = current.try_borrow().ok()?;
+        let current = current.as_ref()?;
+        if !std::ptr::eq(current.shared, shared) {
+            return None;
+        }
+        let mut destinations = current.destinations.try_borrow_mut().ok()?;
+        let entry = &mut destinations.entries[Destinations::entry_of(pid)];
+        let f = f.take().expect("taken once");
+        if let Some((held, cell)) = &entry.held {
+            if *held == pid {
+                return Some(Some(f(cell)));
+            }
+        }
+        if entry.seen != Some(pid) {
+            entry.seen = Some(pid);
+            return Some(shared.with_cell(pid, f));
+        }
+        // The second send in a row: hold the cell.
+        let Some(cell) = shared.cell_of(pid) else {
+            return Some(None);
+        };
+        let result = f(&cell);
+        entry.seen = None;
+        let old = entry.held.replace((pid, cell));
+        drop(destinations);
+        // Dropped outside the borrow: it may be a cell's last reference.
+        drop(old);
+        Some(Some(result))
+    });
+    match cached {
+        Some(result) => result,
+        None => shared.with_cell(pid, f.take()?),
+    }
 }
 
 /// Handles a worker keeps for the cells it makes.
@@ -323,6 +416,7 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
             index,
             core: core.clone(),
             handles: RefCell::new(Vec::with_capacity(KEPT_HANDLES)),
+            destinations: RefCell::new(Destinations::new()),
         })
     });
 
