@@ -328,19 +328,32 @@ fn least_of_three(mut run: impl FnMut() -> u64) -> u64 {
     (0..3).map(|_| run()).min().expect("three runs")
 }
 
-/// Allocations per unit of work: the difference between `units` and `2 * units`,
-/// after a warm-up (so buffers the scheduler reuses have grown already).
+/// Allocations the work of `units` more units made: the difference between runs of
+/// `units` and `2 * units`, after a warm-up (so buffers the scheduler reuses have
+/// grown already). An allocation per unit shows as `units`; what happens once per
+/// run cancels out, give or take [`RUN_EDGES`].
 fn per_unit<P: IntoProcess>(
     s: &Scheduler,
     make: impl Fn() -> P,
     entry: &str,
     input: impl Fn(u32) -> Box<dyn FnOnce() -> wsched::Payloads>,
     units: u32,
-) -> (u64, u64) {
+) -> (i64, u32) {
     allocations(s, make(), entry, input(units)());
     let once = least_of_three(|| allocations(s, make(), entry, input(units)()));
     let twice = least_of_three(|| allocations(s, make(), entry, input(2 * units)()));
-    (twice - once, u64::from(units))
+    (twice as i64 - once as i64, units)
+}
+
+/// How far apart two runs' once-per-run allocations may be: a worker's table of the
+/// processes it sends to holds the cells of a run's last processes until later PIDs
+/// take their entries, so whether the next run's cells reuse their memory (and skip
+/// an allocation) varies by one or two.
+const RUN_EDGES: i64 = 2;
+
+/// Whether `more` (from [`per_unit`]) is no allocation per unit.
+fn none_per_unit(more: i64) -> bool {
+    more.abs() <= RUN_EDGES
 }
 
 #[test]
@@ -365,20 +378,27 @@ fn the_macro_form_allocates_what_the_hand_written_form_does() {
     // payloads).
     let (macro_form, rounds) = per_unit(&s, || Ping, "run", args, 10_000);
     let (hand, _) = per_unit(&s, HandPing::default, "run", args, 10_000);
-    assert_eq!(macro_form, hand, "ping-pong, {rounds} round trips");
-    assert_eq!(macro_form, 0, "ping-pong, {rounds} round trips");
+    assert!(
+        none_per_unit(macro_form) && none_per_unit(hand),
+        "ping-pong, {rounds} round trips: {macro_form} more allocations (#[process]), {hand} (hand-written)"
+    );
 
     // A `yield_cmd!` of a command completed at once: nothing to box for a `Nop`
     // (a zero-sized command and output)...
     let (macro_form, yields) = per_unit(&s, || Yielder, "nops", args, 10_000);
     let (hand, _) = per_unit(&s, HandYielder::default, "nops", args, 10_000);
-    assert_eq!((macro_form, hand), (0, 0), "{yields} yields of Nop");
+    assert!(
+        none_per_unit(macro_form) && none_per_unit(hand),
+        "{yields} yields of Nop: {macro_form} more allocations (#[process]), {hand} (hand-written)"
+    );
     // ... nor for an `Inc(u64)`, whose command and output sit inline in their
     // payloads.
     let (macro_form, yields) = per_unit(&s, || Yielder, "incs", args64, 10_000);
     let (hand, _) = per_unit(&s, HandYielder::default, "incs", args64, 10_000);
-    assert_eq!(macro_form, hand, "{yields} yields of Inc");
-    assert_eq!(macro_form, 0, "{yields} yields of Inc");
+    assert!(
+        none_per_unit(macro_form) && none_per_unit(hand),
+        "{yields} yields of Inc: {macro_form} more allocations (#[process]), {hand} (hand-written)"
+    );
 
     // A skynet tree of 10,000 leaves (11,111 processes), after a warm-up. 7.11 per
     // process while the process, its cell and its coroutine were three allocations,

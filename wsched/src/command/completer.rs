@@ -361,7 +361,9 @@ impl RawCompleter {
         let (cell, tag, _) = self.into_fields();
         let event = Event::Completion(Completion { tag, result });
         match cell.push_event(event) {
-            Ok(true) => woken.push(cell),
+            // SAFETY: this push woke it, so its waiting reference is ours, once (the
+            // completer's own is dropped here).
+            Ok(true) => woken.push(unsafe { CellRef::woken(&cell) }),
             Ok(false) => {}
             Err(event) => drop_quietly(event),
         }

@@ -275,7 +275,8 @@ impl Shared {
     /// Gives the event back if the process has ended.
     pub(crate) fn deliver(&self, cell: &CellRef, event: Event) -> Result<(), Event> {
         if cell.push_event(event)? {
-            worker::schedule_woken(self, cell.clone());
+            // SAFETY: this push woke it, so its waiting reference is ours, once.
+            worker::schedule_woken(self, unsafe { CellRef::woken(cell) });
         }
         Ok(())
     }
@@ -354,7 +355,8 @@ impl Shared {
         let pushed = worker::with_destination(self, to, |cell| {
             let pushed = cell.push_message(&mut message, signal);
             if let Pushed::Queued { woke: true } | Pushed::Displaced { woke: true } = pushed {
-                worker::schedule_woken(self, cell.clone());
+                // SAFETY: this push woke it, so its waiting reference is ours, once.
+                worker::schedule_woken(self, unsafe { CellRef::woken(cell) });
             }
             pushed
         });

@@ -919,10 +919,22 @@ fn run_task(
                 drop_quietly(event);
             }
         }
-        if let Some(placement) = suspend_or_requeue(shared, owned, suspend) {
-            drop(stock);
-            let task = slot.take().expect("the task is taken only here");
-            schedule(shared, task, placement);
+        // Before the closing CAS: once the process waits, the reference the stock
+        // borrows is the waiting process's (see `suspend_or_requeue`), and the stock
+        // relies on it to never hold the last counts.
+        drop(stock);
+        match suspend_or_requeue(shared, owned, suspend) {
+            AfterRun::Queue(placement) => {
+                let task = slot.take().expect("the task is taken only here");
+                schedule(shared, task, placement);
+            }
+            AfterRun::Waiting => {
+                // The waiting process holds this reference now, for whoever wakes it
+                // to queue it with (see "The waiting reference" in `state.rs`): it is
+                // not given back. Nothing may touch the cell through it any more.
+                std::mem::forget(slot.take());
+            }
+            AfterRun::Ended => {}
         }
         return;
     }
@@ -942,25 +954,35 @@ fn clear_output_quietly(out: &mut StepOutput) {
     out.clear();
 }
 
-/// Ends a step that did not end the process. `Some`: the process is READY again and
-/// the caller must queue it there.
-fn suspend_or_requeue(shared: &Shared, owned: Owned<'_>, suspend: Suspend) -> Option<Placement> {
+/// What became of a process after a run that did not end it at once.
+enum AfterRun {
+    /// READY again: the caller queues it there, with its reference.
+    Queue(Placement),
+    /// Waiting: the caller's reference is the waiting process's now, and must be
+    /// forgotten, not dropped.
+    Waiting,
+    /// Stopped by shutdown and ended: the caller drops its reference.
+    Ended,
+}
+
+/// Ends a step that did not end the process.
+fn suspend_or_requeue(shared: &Shared, owned: Owned<'_>, suspend: Suspend) -> AfterRun {
     if shared.is_stopping() {
         shared.finish(owned, Err(ProcessError::Stopped));
-        return None;
+        return AfterRun::Ended;
     }
     match owned.finish_step(suspend) {
         Ok(true) if suspend == Suspend::Continue => {
             // It gave the worker back on purpose: behind everyone else.
-            Some(Placement::Back)
+            AfterRun::Queue(Placement::Back)
         }
         // Woken during its step, e.g. by a handler that completed at once.
-        Ok(true) => Some(Placement::LifoAfterStep),
-        Ok(false) => None,
+        Ok(true) => AfterRun::Queue(Placement::LifoAfterStep),
+        Ok(false) => AfterRun::Waiting,
         // Shutdown flagged it during the step (see `State::request_stop`).
         Err(owned) => {
             shared.finish(owned, Err(ProcessError::Stopped));
-            None
+            AfterRun::Ended
         }
     }
 }

@@ -456,9 +456,22 @@ impl ProcessCell {
 
     /// Shutdown stopping the process: `Some` when the caller took it over and must
     /// end it; `None` when it had ended or its worker will end it after its step (see
-    /// [`State::request_stop`]).
+    /// [`State::request_stop`]). The caller reaches the cell through a reference of
+    /// its own (a counted one, not a borrow from a table): a process claimed from
+    /// waiting gives its waiting reference back here (see "The waiting reference" in
+    /// `state.rs`), which is therefore never the last.
     pub(crate) fn request_stop(&self) -> Option<Owned<'_>> {
-        (self.state.request_stop() == StopRequest::Claimed).then(|| Owned { cell: self })
+        match self.state.request_stop() {
+            StopRequest::Claimed { waiting } => {
+                if waiting {
+                    // Release, as a drop.
+                    let before = self.refs.fetch_sub(1, Ordering::Release);
+                    debug_assert!(before > 1, "the claimer holds a reference of its own");
+                }
+                Some(Owned { cell: self })
+            }
+            StopRequest::Flagged | StopRequest::Done => None,
+        }
     }
 
     /// Takes back a process whose owner's token was dropped by unwinding (see
@@ -1097,8 +1110,10 @@ impl<'a> Owned<'a> {
     }
 
     /// Leaves RUNNING after a step: `Ok(true)` means READY again (queue it),
-    /// `Ok(false)` waiting. `Err` hands the token back: shutdown asked to stop the
-    /// process, end it.
+    /// `Ok(false)` waiting, and the caller's reference to the cell now belongs to the
+    /// waiting process: the caller must forget it, not drop it (see "The waiting
+    /// reference" in `state.rs`). `Err` hands the token back: shutdown asked to stop
+    /// the process, end it.
     pub(crate) fn finish_step(self, suspend: Suspend) -> Result<bool, Self> {
         match self.cell.state.finish_step(suspend) {
             AfterStep::Ready => {

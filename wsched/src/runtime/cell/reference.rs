@@ -85,6 +85,17 @@ impl CellRef {
         Self(this.0)
     }
 
+    /// The reference a process that was waiting held for whoever wakes it (see "The
+    /// waiting reference" in `state.rs`), taken by the caller that just woke it, to
+    /// queue the process with.
+    ///
+    /// # Safety
+    /// The caller's own push (`push_event`, `push_message`) moved the process from
+    /// waiting to READY, and the caller takes the reference once.
+    pub(crate) unsafe fn woken(this: &Self) -> Self {
+        Self(this.0)
+    }
+
     /// The cell, mutably, if this is its only reference.
     pub(crate) fn get_mut(this: &mut Self) -> Option<&mut ProcessCell> {
         // Acquire: pairs with the Release of drops of other references, so their

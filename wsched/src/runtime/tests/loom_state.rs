@@ -31,7 +31,11 @@ fn message() -> Event {
 
 /// Steps the process once on the current thread: takes its events, then suspends
 /// with `suspend`. Returns (events seen by the step, whether it must be re-queued).
-fn run_step(cell: &ProcessCell, suspend: Suspend) -> (usize, bool) {
+/// A step that leaves the process waiting leaves a reference in it, as a worker does
+/// (see "The waiting reference" in `state.rs`).
+fn run_step(cell: &CellRef, suspend: Suspend) -> (usize, bool) {
+    // The worker's reference, counted before the closing CAS as a worker's is.
+    let worker = cell.clone();
     let mut owned = cell.start_running().expect("the process was READY");
     let mut events = Vec::new();
     owned.take_events(&mut events);
@@ -40,16 +44,46 @@ fn run_step(cell: &ProcessCell, suspend: Suspend) -> (usize, bool) {
     let requeue = owned
         .finish_step(suspend)
         .unwrap_or_else(|_| panic!("no stop was requested"));
+    if requeue {
+        drop(worker);
+    } else {
+        std::mem::forget(worker);
+    }
     (seen, requeue)
 }
 
 /// Drains what is left in the mailbox (as the next step would see it).
-fn leftover_events(cell: &ProcessCell) -> usize {
+fn leftover_events(cell: &CellRef) -> usize {
+    let worker = cell.clone();
     let mut owned = cell.start_running().expect("READY");
     let mut events = Vec::new();
     owned.take_events(&mut events);
-    assert!(owned.finish_step(Suspend::Yields).is_ok());
+    if !owned
+        .finish_step(Suspend::Yields)
+        .unwrap_or_else(|_| panic!("no stop was requested"))
+    {
+        std::mem::forget(worker);
+    }
     events.len()
+}
+
+/// What a producer whose push returned `woke` does with the process's waiting
+/// reference: queues it (here, drops it at once; the model holds its own).
+fn queue_if(cell: &CellRef, woke: bool) -> bool {
+    if woke {
+        // SAFETY: the caller's push just woke the process; taken once.
+        drop(unsafe { CellRef::woken(cell) });
+    }
+    woke
+}
+
+/// Ends the model as shutdown would: a process left waiting is claimed (its waiting
+/// reference given back) and ended, so that its cell is freed.
+fn shut_down(cell: &CellRef) {
+    if let Some(mut owned) = cell.request_stop() {
+        drop(owned.close_mailbox());
+        owned.finish(Err(crate::error::ProcessError::Stopped));
+    }
 }
 
 #[test]
@@ -60,7 +94,7 @@ fn completion_while_running_queues_the_process_exactly_once() {
         let handler = {
             let (cell, queued) = (cell.clone(), queued.clone());
             loom::thread::spawn(move || {
-                if cell.push_event(completion()).expect("mailbox open") {
+                if queue_if(&cell, cell.push_event(completion()).expect("mailbox open")) {
                     queued.fetch_add(1, Ordering::SeqCst);
                 }
             })
@@ -79,6 +113,7 @@ fn completion_while_running_queues_the_process_exactly_once() {
             assert_eq!(cell.state(), ProcessState::Ready);
             assert_eq!(leftover_events(&cell), 1);
         }
+        shut_down(&cell);
     });
 }
 
@@ -90,7 +125,7 @@ fn message_racing_the_move_to_waiting_for_a_message_is_not_lost() {
         let sender = {
             let (cell, queued) = (cell.clone(), queued.clone());
             loom::thread::spawn(move || {
-                if cell.push_event(message()).expect("mailbox open") {
+                if queue_if(&cell, cell.push_event(message()).expect("mailbox open")) {
                     queued.fetch_add(1, Ordering::SeqCst);
                 }
             })
@@ -106,6 +141,7 @@ fn message_racing_the_move_to_waiting_for_a_message_is_not_lost() {
         } else {
             assert!(queued.load(Ordering::SeqCst) <= 1);
         }
+        shut_down(&cell);
     });
 }
 
@@ -115,7 +151,9 @@ fn a_message_does_not_wake_a_process_waiting_for_yields() {
         let cell = cell();
         let sender = {
             let cell = cell.clone();
-            loom::thread::spawn(move || cell.push_event(message()).expect("mailbox open"))
+            loom::thread::spawn(move || {
+                queue_if(&cell, cell.push_event(message()).expect("mailbox open"))
+            })
         };
         let (seen, requeue) = run_step(&cell, Suspend::Yields);
         let woke = sender.join().unwrap();
@@ -123,8 +161,9 @@ fn a_message_does_not_wake_a_process_waiting_for_yields() {
         assert!(!requeue);
         assert_eq!(cell.state(), ProcessState::WaitingForYields);
         // Not lost either: a completion wakes it and the message is still there.
-        assert!(cell.push_event(completion()).unwrap());
+        assert!(queue_if(&cell, cell.push_event(completion()).unwrap()));
         assert_eq!(leftover_events(&cell), 2 - seen);
+        shut_down(&cell);
     });
 }
 
@@ -140,7 +179,7 @@ fn cancel_and_completion_racing_queue_a_waiting_process_once() {
             .map(|event| {
                 let (cell, queued) = (cell.clone(), queued.clone());
                 loom::thread::spawn(move || {
-                    if cell.push_event(event).expect("mailbox open") {
+                    if queue_if(&cell, cell.push_event(event).expect("mailbox open")) {
                         queued.fetch_add(1, Ordering::SeqCst);
                     }
                 })
@@ -151,6 +190,7 @@ fn cancel_and_completion_racing_queue_a_waiting_process_once() {
         }
         assert_eq!(queued.load(Ordering::SeqCst), 1);
         assert_eq!(leftover_events(&cell), 2);
+        shut_down(&cell);
     });
 }
 
@@ -161,7 +201,7 @@ fn shutdown_stop_racing_a_completion_ends_the_process_exactly_once() {
         let (_, requeue) = run_step(&cell, Suspend::Yields);
         assert!(!requeue);
         let endings = Arc::new(AtomicUsize::new(0));
-        let end = |cell: &ProcessCell, owned: crate::runtime::cell::Owned<'_>| {
+        let end = |cell: &CellRef, owned: crate::runtime::cell::Owned<'_>| {
             let mut owned = owned;
             drop(owned.close_mailbox());
             let _ = cell;
@@ -171,7 +211,10 @@ fn shutdown_stop_racing_a_completion_ends_the_process_exactly_once() {
             let (cell, endings) = (cell.clone(), endings.clone());
             loom::thread::spawn(move || {
                 // A worker that was handed the woken process stops it (shutdown is on).
-                if let Ok(true) = cell.push_event(completion()) {
+                if let Ok(true) = cell
+                    .push_event(completion())
+                    .map(|woke| queue_if(&cell, woke))
+                {
                     if let Some(owned) = cell.start_running() {
                         end(&cell, owned);
                         endings.fetch_add(1, Ordering::SeqCst);
@@ -207,9 +250,17 @@ fn shutdown_stop_racing_the_end_of_a_step_ends_the_process_exactly_once() {
                     return;
                 };
                 // The step's closing CAS: shutdown's flag, if set, keeps it RUNNING.
-                if let Err(owned) = owned.finish_step(Suspend::Message) {
-                    end(owned);
-                    endings.fetch_add(1, Ordering::SeqCst);
+                let waiting = match owned.finish_step(Suspend::Message) {
+                    Err(owned) => {
+                        end(owned);
+                        endings.fetch_add(1, Ordering::SeqCst);
+                        false
+                    }
+                    Ok(requeue) => !requeue,
+                };
+                if waiting {
+                    // The worker leaves its reference in the process.
+                    std::mem::forget(cell);
                 }
             })
         };
@@ -233,7 +284,11 @@ fn a_message_racing_the_end_of_its_process_is_left_over_or_handed_back() {
         let cell = cell();
         let sender = {
             let cell = cell.clone();
-            loom::thread::spawn(move || cell.push_event(message()).is_ok())
+            loom::thread::spawn(move || {
+                cell.push_event(message())
+                    .map(|woke| queue_if(&cell, woke))
+                    .is_ok()
+            })
         };
         let mut owned = cell.start_running().expect("READY");
         let leftovers = owned.close_mailbox().len();
