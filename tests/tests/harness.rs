@@ -120,6 +120,29 @@ fn early_return_from_a_loop() {
 }
 
 #[test]
+fn a_duplicate_completion_of_a_lone_yield_in_the_same_step_is_ignored() {
+    // A yield made when no other is outstanding gets its completion without a slot;
+    // the second one, in the same step, must still be seen as a duplicate.
+    let mut t =
+        TestProcess::start(Crawler::default(), "crawl", (urls(&["/a", "/b"]), 0_u32)).unwrap();
+    t.step_with([
+        testing::completion(Tag(1), "A".to_string()),
+        testing::completion(Tag(1), "again".to_string()),
+    ]);
+    let (tag, f) = t.expect_yield::<Fetch>();
+    assert_eq!((tag, f), (Tag(2), &Fetch("/b".into())));
+    // A late one, after the window moved on, too.
+    t.step_with([
+        testing::completion(Tag(1), "late".to_string()),
+        testing::completion(Tag(2), "B".to_string()),
+    ]);
+    let (tag, add) = t.expect_yield::<Add>();
+    assert_eq!((tag, add), (Tag(3), &Add(2, 100)));
+    t.complete(tag, 102_u32);
+    assert_eq!(t.result::<usize>(), 102);
+}
+
+#[test]
 fn question_mark_and_err_end_the_process_with_the_error() {
     let mut t = TestProcess::start(Crawler::default(), "crawl", (urls(&["/a"]), 0_u32)).unwrap();
     t.fail(
@@ -509,6 +532,29 @@ fn receive_times_out_with_a_sleep_yield() {
         "a timer that fired is not withdrawn"
     );
     assert_eq!(t.result::<String>(), "timed out waiting for a message");
+}
+
+#[test]
+fn a_message_and_the_timer_in_the_same_step_the_message_wins() {
+    let mut t = TestProcess::start(Inbox, "with_timeout", (ms(50),)).unwrap();
+    let (tag, _) = t.expect_yield::<Sleep>();
+    // The timer's completion comes first, the message after it: the receive looks
+    // at the mailbox first, and gives up on the timer whose completion is there
+    // (so it is not withdrawn).
+    t.step_with([
+        testing::completion(tag, ()),
+        testing::message(None, "hi".to_string()),
+    ]);
+    assert!(t.withdrawn().is_empty(), "{:?}", t.withdrawn());
+    assert_eq!(t.result::<String>(), "got hi");
+    // The other way round.
+    let mut t = TestProcess::start(Inbox, "with_timeout", (ms(50),)).unwrap();
+    t.step_with([
+        testing::message(None, "hi".to_string()),
+        testing::completion(tag, ()),
+    ]);
+    assert!(t.withdrawn().is_empty(), "{:?}", t.withdrawn());
+    assert_eq!(t.result::<String>(), "got hi");
 }
 
 #[test]

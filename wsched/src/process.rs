@@ -206,6 +206,35 @@ impl<'a> Events<'a> {
         }
     }
 
+    /// Takes the next event if it is a completion that `accept` accepts, as that
+    /// completion; leaves it otherwise. For the macro's step: the completion is
+    /// moved from the buffer straight to where it goes, where taking the whole
+    /// event and then matching on it copied it twice.
+    #[inline(always)]
+    pub(crate) fn next_completion_if(
+        &mut self,
+        accept: impl FnOnce(&Completion) -> bool,
+    ) -> Option<Completion> {
+        if self.cursor.left() == 0 {
+            return None;
+        }
+        // SAFETY: element `next` is live and owned by the iterator (see the
+        // invariant).
+        let event = unsafe { &*self.buffer.as_ptr().add(self.cursor.next() as usize) };
+        match event {
+            Event::Completion(c) if accept(c) => {
+                // SAFETY: the completion is moved out, and the event around it, which
+                // owns nothing else, is given up by advancing `next` (see the
+                // invariant): nothing is dropped twice.
+                let c = unsafe { std::ptr::read(c) };
+                // `next < end`, so this cannot carry into `end`.
+                self.cursor.0 += 1;
+                Some(c)
+            }
+            _ => None,
+        }
+    }
+
     fn remaining(&self) -> &[Event] {
         // SAFETY: the elements `next..end` are live and in the buffer's allocation
         // (see the invariant); nothing moves them while `self` is borrowed.

@@ -17,6 +17,11 @@
 //! state) panics with a clear message instead of aliasing. `wsched::this` reaches
 //! the context through [`with_context`] by reference, without cloning it.
 //!
+//! The completion of a yield made alone (one `yield_cmd!` at a time) skips the
+//! state's bookkeeping of tags: the step keeps it on its stack ([`Direct`], lent
+//! with the rest) for the suspension point that waits for it, and only moves it
+//! into the state if anything else looks there first.
+//!
 //! The suspension points write their yields, withdrawals and where they wait
 //! straight into the output: the state holds only what lasts between steps, which
 //! keeps an idle process small, and the yields land in the runner's reused buffer
@@ -37,7 +42,7 @@ use crate::command::Command;
 use crate::context::Context;
 use crate::error::YieldError;
 use crate::payload::Payload;
-use crate::process::{Event, Message, StepOutput, SuspendPoint, Tag};
+use crate::process::{Completion, Event, Message, StepOutput, SuspendPoint, Tag};
 
 /// Where one yielded tag stands.
 enum Slot {
@@ -59,13 +64,21 @@ pub(crate) struct Io {
     /// The last tag handed out; tags start at 1.
     last_tag: u64,
     /// The state of the tags `last_tag + 1 - slots.len() ..= last_tag`, oldest
-    /// first; every older tag is [`Slot::Done`]. Tags are handed out in sequence, so
-    /// a tag's slot is found by subtracting: delivering, taking and abandoning are
-    /// O(1), where searching lists of tags made a `yield_all!` of n commands cost
-    /// O(n²). Emptied (in bulk, O(1) a tag) by the first yield after no slot is
-    /// live any more, which is each time a suspension point completes: only the
-    /// pending one has outstanding tags, and it consumes or abandons all of them
-    /// before completing.
+    /// first; every older tag is [`Slot::Done`], but for the yield waiting alone
+    /// (see below). Tags are handed out in sequence, so a tag's slot is found by
+    /// subtracting: delivering, taking and abandoning are O(1), where searching
+    /// lists of tags made a `yield_all!` of n commands cost O(n²). Emptied (in
+    /// bulk, O(1) a tag) by the first yield after no slot is live any more, which
+    /// is each time a suspension point completes: only the pending one has
+    /// outstanding tags, and it consumes or abandons all of them before
+    /// completing.
+    ///
+    /// A yield made when no other is outstanding (one `yield_cmd!` at a time, the
+    /// usual case) gets no slot: while `slots` is empty and `live` is 1, the tag
+    /// `last_tag` waits *alone*. Its completion goes straight to its suspension
+    /// point within the step that brings it ([`Direct`]), and only into a
+    /// slot of its own (`slots[0]`) if anything else looks first. The state needs
+    /// no field for this, so an idle process is no larger for it.
     slots: Vec<Slot>,
     /// Messages not received yet, in arrival order.
     pub(crate) mailbox: VecDeque<Message>,
@@ -102,18 +115,22 @@ impl Default for Io {
 }
 
 impl Io {
-    /// Takes in one event of a step. Returns what must be dropped outside any borrow
-    /// (a late completion nobody waits for).
-    #[inline]
-    pub(crate) fn deliver(&mut self, event: Event) -> Option<Payload> {
+    /// Takes in one event of a step, after the direct completion if the step has
+    /// one (see [`Direct`]). Returns what must be dropped outside any borrow (a
+    /// late completion nobody waits for).
+    // Inlined into the step (a message's way in): as a call, a message round trip
+    // took 50 more instructions.
+    #[inline(always)]
+    pub(crate) fn take_in(&mut self, event: Event, direct: &mut Direct) -> Option<Payload> {
         match event {
-            Event::Completion(c) => match self.slot_mut(c.tag) {
-                Some(slot @ Slot::Waiting) => {
-                    *slot = Slot::Ready(c.result);
-                    None
+            Event::Completion(c) => {
+                // A completion after the direct one: a duplicate must find it in its
+                // slot.
+                if let Some(first) = direct.take() {
+                    self.settle(first);
                 }
-                _ => c.result.ok(),
-            },
+                self.complete(c)
+            }
             Event::Message(m) => {
                 self.mailbox.push_back(m);
                 None
@@ -123,6 +140,28 @@ impl Io {
                 self.cancelled = true;
                 None
             }
+        }
+    }
+
+    /// [`take_in`](Self::take_in) without a direct completion.
+    #[cfg(test)]
+    fn deliver(&mut self, event: Event) -> Option<Payload> {
+        self.take_in(event, &mut None)
+    }
+
+    /// Takes in a completion: into its slot if it waits, else handed back.
+    #[inline]
+    fn complete(&mut self, c: Completion) -> Option<Payload> {
+        if self.waits_alone(c.tag) {
+            self.open_ready_slot(c.result);
+            return None;
+        }
+        match self.slot_mut(c.tag) {
+            Some(slot @ Slot::Waiting) => {
+                *slot = Slot::Ready(c.result);
+                None
+            }
+            _ => c.result.ok(),
         }
     }
 
@@ -140,6 +179,47 @@ impl Io {
     fn slot_mut(&mut self, tag: Tag) -> Option<&mut Slot> {
         let offset = self.offset(tag)?;
         self.slots.get_mut(offset)
+    }
+
+    /// Whether `tag` is the yield waiting alone, without a slot (see `slots`).
+    #[inline(always)]
+    pub(crate) fn waits_alone(&self, tag: Tag) -> bool {
+        self.slots.is_empty() && self.live == 1 && tag.0 == self.last_tag
+    }
+
+    /// Gives the yield waiting alone its slot, holding its completion `result`. Out
+    /// of line: the step hands such a completion over directly, and `deliver`
+    /// stays small enough to be inlined into it.
+    #[inline(never)]
+    fn open_ready_slot(&mut self, result: Result<Payload, YieldError>) {
+        // The slot of `last_tag`, since the window ends there.
+        self.slots.extend(std::iter::once(Slot::Ready(result)));
+    }
+
+    /// Takes in a direct completion (see [`Direct`]) as any other completion, for whatever looks at the slots rather than at the step's direct
+    /// completion: the yield waiting alone gets its slot, holding it.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn settle(&mut self, c: Completion) {
+        // Kept when it waited alone, which nothing has changed since: every use of
+        // the state settles it first (a yield, which reads no slot, may not, but
+        // gives the yield its slot if another is made). So it is not late, and
+        // nothing is dropped here, under a borrow.
+        let late = self.complete(c);
+        debug_assert!(late.is_none(), "a direct completion is never late");
+        drop(late);
+    }
+
+    /// Takes the completion of the yield waiting alone, which the step handed over
+    /// directly: the yield is done, and no slot was involved.
+    #[inline(always)]
+    pub(crate) fn take_alone(
+        &mut self,
+        result: Result<Payload, YieldError>,
+    ) -> Result<Payload, YieldError> {
+        debug_assert!(self.slots.is_empty() && self.live == 1);
+        self.live = 0;
+        result
     }
 
     /// Makes room for `count` more yields in this step: the slots and the output's
@@ -177,12 +257,15 @@ impl Io {
     #[inline(always)]
     fn next_tag(&mut self) -> Tag {
         self.last_tag += 1;
-        if self.live == 0 && self.slots.len() == 1 {
-            // The usual case, one yield at a time: its done slot is reused (now the
-            // slot of this tag, since the window ends at the last tag). Every slot is
-            // done (`live == 0`), so the old one has nothing to drop.
-            debug_assert!(matches!(self.slots[0], Slot::Done));
-            mem::forget(mem::replace(&mut self.slots[0], Slot::Waiting));
+        if self.live == 0 {
+            // The usual case, one yield at a time: it waits alone, without a slot.
+            // Every slot is done, so the window is emptied (here rather than when
+            // the last one retired, so that taking a completion moves nothing but
+            // it).
+            // SAFETY: 0 is within the capacity, and the slots given up are all
+            // `Slot::Done` (`live == 0`), which owns nothing: skipping their drop
+            // leaks nothing.
+            unsafe { self.slots.set_len(0) };
         } else {
             self.open_slot();
         }
@@ -190,18 +273,17 @@ impl Io {
         Tag(self.last_tag)
     }
 
-    /// Appends the slot of a new tag, after starting a new window if no slot is live.
+    /// Appends the slot of a new tag while others are outstanding.
     #[inline(never)]
     fn open_slot(&mut self) {
-        if self.live == 0 {
-            // Every slot is done: start a new window (here rather than when the
-            // last one retired, so that taking a completion moves nothing but it).
-            self.slots.clear();
-        }
         // Not `push`: it built the 40-byte slot on the stack before its capacity
         // check and copied it over, a load wider than the store just made (a
         // store-forwarding stall, most of this function's time). `extend`
         // reserves first and writes the slot in place.
+        if self.slots.is_empty() {
+            // The previous tag waits alone (`live` is 1): it gets its slot first.
+            self.slots.extend(std::iter::once(Slot::Waiting));
+        }
         self.slots.extend(std::iter::once(Slot::Waiting));
     }
 
@@ -234,6 +316,12 @@ impl Io {
         out: &mut StepOutput,
         tag: Tag,
     ) -> Option<Result<Payload, YieldError>> {
+        if self.waits_alone(tag) {
+            // Not arrived: it would have a slot.
+            self.live = 0;
+            out.withdraw(tag);
+            return None;
+        }
         let slot = self.offset(tag).map(|offset| &mut self.slots[offset]);
         let previous = match slot {
             Some(slot) if !matches!(slot, Slot::Done) => {
@@ -275,6 +363,19 @@ impl Io {
     }
 }
 
+/// The completion of the yield waiting alone (see `Io::slots`), when this step
+/// brought it: it stays on the step's stack until its suspension point takes it.
+pub(crate) type Direct = Option<Completion>;
+
+/// Moves a direct completion into its slot, for a use of the state that looks at
+/// the slots: one branch when there is none.
+#[inline(always)]
+fn settle(io: &mut Io, direct: &mut Direct) {
+    if let Some(c) = direct.take() {
+        io.settle(c);
+    }
+}
+
 /// What a step lends out: pointers into the machine being stepped, and the flag that
 /// refuses a second borrow while one is lent. It lives on the stack of the step (or
 /// of the drop of the coroutine), which reaches it to the suspension points through
@@ -287,11 +388,15 @@ pub(crate) struct Lent<'a> {
     /// The step's output, or null while the machine drops its coroutine (when no
     /// suspension point can run).
     out: *mut StepOutput,
+    /// The step's direct completion (see [`Direct`]): taken by the suspension
+    /// point of the yield waiting alone, settled into its slot by every other use
+    /// of the state.
+    direct: *mut Direct,
     /// Set while [`with`] or [`with_step`] lends the state out: a re-entrant use is
     /// refused.
     busy: Cell<bool>,
     /// The borrows the pointers stand for.
-    _lent: PhantomData<(&'a mut Io, &'a Context, &'a mut StepOutput)>,
+    _lent: PhantomData<(&'a mut Io, &'a Context, &'a mut StepOutput, &'a mut Direct)>,
 }
 
 impl<'a> Lent<'a> {
@@ -301,11 +406,13 @@ impl<'a> Lent<'a> {
         io: &'a mut Io,
         ctx: Option<&'a Context>,
         out: Option<&'a mut StepOutput>,
+        direct: &'a mut Direct,
     ) -> Self {
         Self {
             io,
             ctx: ctx.map_or(ptr::null(), ptr::from_ref),
             out: out.map_or(ptr::null_mut(), ptr::from_mut),
+            direct,
             busy: Cell::new(false),
             _lent: PhantomData,
         }
@@ -318,6 +425,7 @@ impl<'a> Lent<'a> {
             lent: self,
             io: self.io,
             out: self.out,
+            direct: self.direct,
         }
     }
 
@@ -342,12 +450,15 @@ impl<'a> Lent<'a> {
         }
         self.busy.set(true);
         let _busy = Busy(&self.busy);
-        // SAFETY: `Lent::new` made both pointers from two distinct `&mut` borrows
-        // that the `Lent` keeps (it outlives this call: it is further up this
-        // thread's stack, in the step), and `busy` makes these the only references
-        // made from them until `f` returns: every other user of the `Lent` refuses
-        // while it is set, and `install` panics.
-        f(unsafe { &mut *io }, unsafe { &mut *out })
+        // SAFETY: `Lent::new` made the pointers from distinct `&mut` borrows that
+        // the `Lent` keeps (it outlives this call: it is further up this thread's
+        // stack, in the step), and `busy` makes these the only references made from
+        // them until `f` returns: every other user of the `Lent` refuses while it
+        // is set, and `install` panics.
+        let (io, out) = unsafe { (&mut *io, &mut *out) };
+        // SAFETY: as above.
+        settle(io, unsafe { &mut *self.direct });
+        f(io, out)
     }
 }
 
@@ -362,6 +473,7 @@ pub(crate) struct View<'a> {
     lent: &'a Lent<'a>,
     io: *mut Io,
     out: *mut StepOutput,
+    direct: *mut Direct,
 }
 
 impl View<'_> {
@@ -376,21 +488,55 @@ impl View<'_> {
         unsafe { Waker::from_raw(RawWaker::new(ptr::from_ref(self).cast(), &LENDING)) }
     }
 
-    /// [`Lent::lend_step`], with the pointers known.
+    /// [`Lent::lend_step`], with the pointers known; `f` gets the direct
+    /// completion too, as it is (see [`Direct`]).
     #[inline(always)]
     #[track_caller]
-    fn lend_step<R>(&self, what: &'static str, f: impl FnOnce(&mut Io, &mut StepOutput) -> R) -> R {
+    fn lend_step<R>(
+        &self,
+        what: &'static str,
+        f: impl FnOnce(&mut Io, &mut StepOutput, &mut Direct) -> R,
+    ) -> R {
         let busy = &self.lent.busy;
         if busy.get() {
             refuse_busy(what)
         }
         // Never null: the step lends its output.
-        let (io, out) = (self.io, self.out);
+        let (io, out, direct) = (self.io, self.out, self.direct);
         busy.set(true);
         let _busy = Busy(busy);
         // SAFETY: as in `Lent::lend_step`: these are copies of the `Lent`'s
         // pointers, lent under its busy flag.
-        f(unsafe { &mut *io }, unsafe { &mut *out })
+        f(unsafe { &mut *io }, unsafe { &mut *out }, unsafe {
+            &mut *direct
+        })
+    }
+
+    /// [`lend_step`](Self::lend_step) for the suspension point of the yield
+    /// `tag`, which gets its completion as well if the step brought it directly
+    /// (the yield waited alone): it then skips the slots.
+    #[inline(always)]
+    #[track_caller]
+    fn lend_taking<R>(
+        &self,
+        what: &'static str,
+        tag: Tag,
+        f: impl FnOnce(&mut Io, &mut StepOutput, Option<Result<Payload, YieldError>>) -> R,
+    ) -> R {
+        self.lend_step(what, |io, out, direct| {
+            // A direct completion is the one of the yield waiting alone: `tag`'s
+            // (as it is: only the pending suspension point has tags outstanding),
+            // or else one for the slots.
+            let arrived = match direct.take() {
+                Some(c) if c.tag == tag => Some(io.take_alone(c.result)),
+                Some(c) => {
+                    io.settle(c);
+                    None
+                }
+                None => None,
+            };
+            f(io, out, arrived)
+        })
     }
 }
 
@@ -513,11 +659,13 @@ pub(crate) fn with<R>(what: &'static str, f: impl FnOnce(&mut Io) -> R) -> R {
     let io = lent.io(what);
     lent.busy.set(true);
     let _busy = Busy(&lent.busy);
-    // SAFETY: `Lent::new` made the pointer from a `&mut Io` that the `Lent` keeps
-    // borrowed while it lives (further up this thread's stack), and `busy` makes
-    // this the only reference made from it until `f` returns: every other user of
-    // the `Lent` refuses while it is set, and `install` panics.
-    f(unsafe { &mut *io })
+    // SAFETY: `Lent::new` made the pointers from `&mut` borrows that the `Lent`
+    // keeps while it lives (further up this thread's stack), and `busy` makes
+    // these the only references made from them until `f` returns: every other
+    // user of the `Lent` refuses while it is set, and `install` panics.
+    let (io, direct) = unsafe { (&mut *io, &mut *lent.direct) };
+    settle(io, direct);
+    f(io)
 }
 
 /// Runs `f` on the state of the process being stepped on this thread and on the
@@ -545,9 +693,51 @@ pub(crate) fn with_step_in<R>(
     if ptr::eq(waker.vtable(), &LENDING) {
         // SAFETY: a waker with this vtable was made by `View::waker`, whose data is
         // a `View` that outlives the poll this runs in (see there).
-        unsafe { &*waker.data().cast::<View<'_>>() }.lend_step(what, f)
+        unsafe { &*waker.data().cast::<View<'_>>() }.lend_step(what, |io, out, direct| {
+            settle(io, direct);
+            f(io, out)
+        })
     } else {
         with_step(what, f)
+    }
+}
+
+/// [`with_step_in`] for a use that reads none of the slots (a yield, a receive
+/// without a timer): a direct completion may stay where it is, which spares the
+/// check. Whatever reads the slots later settles it.
+#[inline(always)]
+#[track_caller]
+pub(crate) fn with_step_in_unsettled<R>(
+    cx: &TaskCx<'_>,
+    what: &'static str,
+    f: impl FnOnce(&mut Io, &mut StepOutput) -> R,
+) -> R {
+    let waker = cx.waker();
+    if ptr::eq(waker.vtable(), &LENDING) {
+        // SAFETY: as in `with_step_in`.
+        unsafe { &*waker.data().cast::<View<'_>>() }.lend_step(what, |io, out, _| f(io, out))
+    } else {
+        with_step(what, f)
+    }
+}
+
+/// [`with_step_in`] for the suspension point of the yield `tag`: `f` also gets
+/// the yield's completion if the step brought it directly (see [`Direct`]), taken
+/// (the yield is done); otherwise it looks in the slots as usual.
+#[inline(always)]
+#[track_caller]
+pub(crate) fn with_completion_in<R>(
+    cx: &TaskCx<'_>,
+    what: &'static str,
+    tag: Tag,
+    f: impl FnOnce(&mut Io, &mut StepOutput, Option<Result<Payload, YieldError>>) -> R,
+) -> R {
+    let waker = cx.waker();
+    if ptr::eq(waker.vtable(), &LENDING) {
+        // SAFETY: as in `with_step_in`.
+        unsafe { &*waker.data().cast::<View<'_>>() }.lend_taking(what, tag, f)
+    } else {
+        with_step(what, |io, out| f(io, out, None))
     }
 }
 
@@ -667,6 +857,45 @@ mod tests {
         assert!(io.deliver(completion(Tag(3), 3_u32)).is_none());
         assert_eq!(value(io.take(Tag(3))), Some(3));
         assert_eq!(io.live, 0);
+    }
+
+    #[test]
+    fn a_yield_made_alone_takes_no_slot_until_its_completion_needs_one() {
+        let (mut io, mut out) = io_with(1);
+        assert!(io.slots.is_empty() && io.waits_alone(Tag(1)));
+        assert!(!io.is_ready(Tag(1)));
+        assert!(io.deliver(completion(Tag(1), 1_u32)).is_none());
+        assert_eq!(io.slots.len(), 1);
+        assert!(
+            io.deliver(completion(Tag(1), 2_u32)).is_some(),
+            "a duplicate"
+        );
+        assert_eq!(value(io.take(Tag(1))), Some(1));
+        assert_eq!(io.live, 0);
+        // The next yield waits alone again, in an emptied window.
+        io.dispatch(&mut out, Sleep(Duration::ZERO));
+        assert!(io.slots.is_empty() && io.waits_alone(Tag(2)));
+        // A second yield while it waits gives it its slot first.
+        io.dispatch(&mut out, Sleep(Duration::ZERO));
+        assert_eq!(io.slots.len(), 2);
+        assert!(!io.waits_alone(Tag(2)) && !io.waits_alone(Tag(3)));
+        assert!(io.deliver(completion(Tag(2), 2_u32)).is_none());
+        assert_eq!(value(io.take(Tag(2))), Some(2));
+        assert_eq!(value(io.abandon(&mut out, Tag(3))), None);
+        assert_eq!(out.withdrawn(), [Tag(3)]);
+        assert_eq!(io.live, 0);
+    }
+
+    #[test]
+    fn abandoning_the_yield_waiting_alone_withdraws_it() {
+        let (mut io, mut out) = io_with(1);
+        assert_eq!(value(io.abandon(&mut out, Tag(1))), None);
+        assert_eq!(out.withdrawn(), [Tag(1)]);
+        assert_eq!(io.live, 0);
+        assert!(
+            io.deliver(completion(Tag(1), 1_u32)).is_some(),
+            "ignored from then on"
+        );
     }
 
     #[test]

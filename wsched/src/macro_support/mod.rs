@@ -229,7 +229,8 @@ impl<P, S, F> Machine<P, S, F> {
     /// Drops the coroutine (and with it the struct) in place, with the state
     /// installed so that `Drop` impls may still use `wsched::this`.
     fn finish(&mut self) {
-        let lent = io::Lent::new(&mut self.io, self.ctx.as_ref(), None);
+        let mut direct = None;
+        let lent = io::Lent::new(&mut self.io, self.ctx.as_ref(), None, &mut direct);
         let _installed = io::install(&lent);
         // An assignment drops the old value where it is: the coroutine is not moved.
         self.state = State::Finished;
@@ -300,12 +301,16 @@ where
         // The buffer of messages not received yet, before and after taking in this
         // step's: what `publish_held` compares against.
         let held_before = self.io.mailbox.len();
+        // The completion of the yield waiting alone, if it comes first (as it does
+        // alone): handed to its suspension point from here, it needs no slot (see
+        // `io::Direct`).
+        let mut direct: io::Direct = events.next_completion_if(|c| self.io.waits_alone(c.tag));
         // Iterated in place: moving `events` into the loop copied it from where the
         // caller had just written it, a store-forwarding stall on every step.
         for event in events.by_ref() {
             // A completion nobody waits for any more (a receive's timer that lost to
             // a message) comes back here and is dropped.
-            drop(self.io.deliver(event));
+            drop(self.io.take_in(event, &mut direct));
         }
         let took_in_messages = self.io.mailbox.len() != held_before;
         self.io.suspended = false;
@@ -314,13 +319,23 @@ where
         let poll = {
             // The suspension points find the state through the waker; `wsched::this`
             // through the thread-local slot.
-            let lent = io::Lent::new(&mut self.io, self.ctx.as_ref(), Some(&mut *out));
+            let lent = io::Lent::new(
+                &mut self.io,
+                self.ctx.as_ref(),
+                Some(&mut *out),
+                &mut direct,
+            );
             let _installed = io::install(&lent);
             let view = lent.view();
             // Not dropped: its drop is a no-op, but a call through the vtable.
             let waker = mem::ManuallyDrop::new(view.waker());
             future.poll(&mut TaskCx::from_waker(&waker))
         };
+        // Untaken only if the entry awaited something else (an error below): it
+        // is taken in as any completion would be.
+        if let Some(c) = direct {
+            self.io.settle(c);
+        }
         self.publish_held(held_before, took_in_messages);
         match poll {
             Poll::Ready(result) => {

@@ -122,7 +122,7 @@ impl<O: Any + Send, C> YieldOne<O, C> {
         let location = self.location;
         // SAFETY: `meta` is `command_meta::<C>()` (see `yield_one`).
         let command = unsafe { Payload::from_parts(command, self.meta) };
-        let (tag, cancelled) = io::with_step_in(cx, "yield_cmd!", |io, out| {
+        let (tag, cancelled) = io::with_step_in_unsettled(cx, "yield_cmd!", |io, out| {
             let tag = io.dispatch_payload(out, command);
             if io.take_cancel() {
                 // Just yielded, so not arrived: nothing to drop.
@@ -144,7 +144,10 @@ impl<O: Any + Send, C> YieldOne<O, C> {
     #[inline]
     fn poll_again(&mut self, cx: &TaskCx<'_>) -> Poll<Result<O, YieldError>> {
         let (tag, location) = (self.tag, self.location);
-        let got = io::with_step_in(cx, "yield_cmd!", |io, out| {
+        let got = io::with_completion_in(cx, "yield_cmd!", tag, |io, out, arrived| {
+            if arrived.is_some() {
+                return arrived;
+            }
             if let Some(result) = io.take(tag) {
                 return Some(result);
             }
@@ -657,7 +660,8 @@ impl<F: Filter> Future for Recv<F> {
         let this = self.get_mut();
         // Without a timer: a message is taken as `poll_slow` would; with none there,
         // no cancel and no timeout, the receive waits, as `poll_slow` would decide.
-        let quick = io::with_step_in(cx, "recv!", |io, out| {
+        // No timer: no slot is read.
+        let quick = io::with_step_in_unsettled(cx, "recv!", |io, out| {
             if matches!(this.deadline, Deadline::Timer(_)) {
                 return Quick::Other;
             }
