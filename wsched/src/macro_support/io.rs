@@ -42,7 +42,9 @@ use crate::command::Command;
 use crate::context::Context;
 use crate::error::YieldError;
 use crate::payload::Payload;
-use crate::process::{Completion, Event, Message, StepOutput, SuspendPoint, Tag};
+use crate::process::{
+    Completion, Event, Message, Status, StepOutput, SuspendKind, SuspendPoint, Tag,
+};
 
 /// Where one yielded tag stands.
 enum Slot {
@@ -90,7 +92,7 @@ pub(crate) struct Io {
     /// A cancel arrived at some point (sticky).
     pub(crate) cancelled: bool,
     /// Whether a suspension point returned `Pending` during the current poll (it
-    /// wrote where it waits into the step's output).
+    /// wrote where it waits, and the status, into the step's output).
     pub(crate) suspended: bool,
     /// Whether the runner promised to keep the process in place until it is closed
     /// ([`Process::__stays_in_place`](crate::Process::__stays_in_place)): the
@@ -350,10 +352,17 @@ impl Io {
         mem::take(&mut self.cancel_pending)
     }
 
-    /// Records where the entry waits after this poll.
+    /// Records where the entry waits after this poll, and the status that follows
+    /// from it: decided here, where the kind of point is known when compiling,
+    /// rather than by the step reading back the point just written.
     #[inline]
     pub(crate) fn suspend(&mut self, out: &mut StepOutput, point: SuspendPoint) {
+        let status = match point.kind {
+            SuspendKind::Receive { .. } => Status::WaitingForMessage,
+            SuspendKind::Yield { .. } => Status::WaitingForYields,
+        };
         out.set_suspend_point(point);
+        out.set_status(status);
         self.suspended = true;
     }
 

@@ -20,7 +20,7 @@ use std::task::{Context as TaskCx, Poll};
 use crate::context::Context;
 use crate::error::{BoxError, InitError, StepError};
 use crate::payload::{Payload, Payloads};
-use crate::process::{Events, Process, Status, StepOutput, SuspendKind};
+use crate::process::{Events, Process, Status, StepOutput};
 
 pub(crate) mod io;
 mod macros;
@@ -342,19 +342,15 @@ where
                 self.finish();
                 out.set_status(Status::Done(result?));
             }
+            // The suspension point set the status, with where it waits.
+            Poll::Pending if self.io.suspended => {}
             Poll::Pending => {
-                let Some(point) = out.suspend_point().filter(|_| self.io.suspended) else {
-                    return Err(StepError::new(format!(
-                        "entry `{}` awaited a future that is not a wsched suspension point \
-                         (only yield_cmd!, yield_all!, recv!, call! and #[suspend] methods may \
-                         suspend an entry); it would never be woken",
-                        self.io.entry
-                    )));
-                };
-                out.set_status(match point.kind {
-                    SuspendKind::Receive { .. } => Status::WaitingForMessage,
-                    _ => Status::WaitingForYields,
-                });
+                return Err(StepError::new(format!(
+                    "entry `{}` awaited a future that is not a wsched suspension point \
+                     (only yield_cmd!, yield_all!, recv!, call! and #[suspend] methods may \
+                     suspend an entry); it would never be woken",
+                    self.io.entry
+                )));
             }
         }
         Ok(())
