@@ -3,7 +3,9 @@
 
 use std::any::{Any, TypeId};
 use std::fmt;
+use std::marker::PhantomData;
 use std::panic::Location;
+use std::ptr::NonNull;
 
 use crate::command::Command;
 use crate::context::Context;
@@ -207,29 +209,34 @@ impl<'a> Events<'a> {
     }
 
     /// Takes the next event if it is a completion that `accept` accepts, as that
-    /// completion; leaves it otherwise. For the macro's step: the completion is
-    /// moved from the buffer straight to where it goes, where taking the whole
-    /// event and then matching on it copied it twice.
+    /// completion, left where it is in the buffer (see [`InPlace`]); leaves the
+    /// event otherwise. For the macro's step, which hands such a completion to
+    /// the suspension point waiting for it.
     #[inline(always)]
     pub(crate) fn next_completion_if(
         &mut self,
         accept: impl FnOnce(&Completion) -> bool,
-    ) -> Option<Completion> {
+    ) -> Option<InPlace<'a>> {
         if self.cursor.left() == 0 {
             return None;
         }
+        // `as_mut_ptr` makes no reference to the elements, so the pointer stays
+        // valid while the iterator goes on reading the others.
         // SAFETY: element `next` is live and owned by the iterator (see the
         // invariant).
-        let event = unsafe { &*self.buffer.as_ptr().add(self.cursor.next() as usize) };
+        let event = unsafe { &mut *self.buffer.as_mut_ptr().add(self.cursor.next() as usize) };
         match event {
             Event::Completion(c) if accept(c) => {
-                // SAFETY: the completion is moved out, and the event around it, which
-                // owns nothing else, is given up by advancing `next` (see the
-                // invariant): nothing is dropped twice.
-                let c = unsafe { std::ptr::read(c) };
-                // `next < end`, so this cannot carry into `end`.
+                let completion = NonNull::from(c);
+                // The event is handed to the `InPlace`, which owns the completion
+                // (all of the event that owns anything) from now on: past `next`,
+                // the iterator no longer drops it (see the invariant). `next < end`,
+                // so this cannot carry into `end`.
                 self.cursor.0 += 1;
-                Some(c)
+                Some(InPlace {
+                    completion,
+                    _owns: PhantomData,
+                })
             }
             _ => None,
         }
@@ -244,6 +251,43 @@ impl<'a> Events<'a> {
                 self.cursor.left() as usize,
             )
         }
+    }
+}
+
+/// A completion in a step's event buffer, taken out of the [`Events`] but not
+/// moved: it is read out once, by [`take`](Self::take), where it is needed, or
+/// dropped where it is. Moving it to the step's stack and reading it back from
+/// there made the machine's step load fields wider than it had stored them (a
+/// store-forwarding stall, in one build out of two).
+pub(crate) struct InPlace<'a> {
+    /// Owned: see `Events::next_completion_if`.
+    completion: NonNull<Completion>,
+    /// The buffer it lives in stays borrowed (nothing can move or overwrite it).
+    _owns: PhantomData<&'a mut Completion>,
+}
+
+impl InPlace<'_> {
+    /// The tag of the completion.
+    #[inline(always)]
+    pub(crate) fn tag(&self) -> Tag {
+        // SAFETY: the completion is live and owned by `self` (see the fields).
+        unsafe { self.completion.as_ref() }.tag
+    }
+
+    /// Reads the completion out.
+    #[inline(always)]
+    pub(crate) fn take(self) -> Completion {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: the completion is live and owned by `self`, which is forgotten:
+        // it is read out once and never dropped in place.
+        unsafe { std::ptr::read(this.completion.as_ptr()) }
+    }
+}
+
+impl Drop for InPlace<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the completion is live and owned by `self`, and never used again.
+        unsafe { std::ptr::drop_in_place(self.completion.as_ptr()) }
     }
 }
 

@@ -18,9 +18,10 @@
 //! the context through [`with_context`] by reference, without cloning it.
 //!
 //! The completion of a yield made alone (one `yield_cmd!` at a time) skips the
-//! state's bookkeeping of tags: the step keeps it on its stack ([`Direct`], lent
-//! with the rest) for the suspension point that waits for it, and only moves it
-//! into the state if anything else looks there first.
+//! state's bookkeeping of tags: the step leaves it in its event buffer
+//! ([`Direct`], lent with the rest) for the suspension point that waits for it,
+//! which reads it from there without a closure being lent the state, and only
+//! moves it into the state if anything else looks there first.
 //!
 //! The suspension points write their yields, withdrawals and where they wait
 //! straight into the output: the state holds only what lasts between steps, which
@@ -43,7 +44,7 @@ use crate::context::Context;
 use crate::error::YieldError;
 use crate::payload::Payload;
 use crate::process::{
-    Completion, Event, Message, Status, StepOutput, SuspendKind, SuspendPoint, Tag,
+    Completion, Event, InPlace, Message, Status, StepOutput, SuspendKind, SuspendPoint, Tag,
 };
 
 /// Where one yielded tag stands.
@@ -123,13 +124,13 @@ impl Io {
     // Inlined into the step (a message's way in): as a call, a message round trip
     // took 50 more instructions.
     #[inline(always)]
-    pub(crate) fn take_in(&mut self, event: Event, direct: &mut Direct) -> Option<Payload> {
+    pub(crate) fn take_in(&mut self, event: Event, direct: &mut Direct<'_>) -> Option<Payload> {
         match event {
             Event::Completion(c) => {
                 // A completion after the direct one: a duplicate must find it in its
                 // slot.
                 if let Some(first) = direct.take() {
-                    self.settle(first);
+                    self.settle(first.take());
                 }
                 self.complete(c)
             }
@@ -190,7 +191,7 @@ impl Io {
     }
 
     /// Gives the yield waiting alone its slot, holding its completion `result`. Out
-    /// of line: the step hands such a completion over directly, and `deliver`
+    /// of line: the step hands such a completion over directly, and `take_in`
     /// stays small enough to be inlined into it.
     #[inline(never)]
     fn open_ready_slot(&mut self, result: Result<Payload, YieldError>) {
@@ -198,8 +199,9 @@ impl Io {
         self.slots.extend(std::iter::once(Slot::Ready(result)));
     }
 
-    /// Takes in a direct completion (see [`Direct`]) as any other completion, for whatever looks at the slots rather than at the step's direct
-    /// completion: the yield waiting alone gets its slot, holding it.
+    /// Takes in a direct completion (see [`Direct`]) as any other completion, for
+    /// whatever looks at the slots rather than at the step's direct completion:
+    /// the yield waiting alone gets its slot, holding it.
     #[cold]
     #[inline(never)]
     pub(crate) fn settle(&mut self, c: Completion) {
@@ -372,16 +374,17 @@ impl Io {
     }
 }
 
-/// The completion of the yield waiting alone (see `Io::slots`), when this step
-/// brought it: it stays on the step's stack until its suspension point takes it.
-pub(crate) type Direct = Option<Completion>;
+/// The completion of the yield waiting alone (see `Io::slots`), when it is the
+/// first event of the step: it stays in the step's event buffer until its
+/// suspension point takes it.
+pub(crate) type Direct<'a> = Option<InPlace<'a>>;
 
 /// Moves a direct completion into its slot, for a use of the state that looks at
 /// the slots: one branch when there is none.
 #[inline(always)]
-fn settle(io: &mut Io, direct: &mut Direct) {
+fn settle(io: &mut Io, direct: &mut Direct<'_>) {
     if let Some(c) = direct.take() {
-        io.settle(c);
+        io.settle(c.take());
     }
 }
 
@@ -400,12 +403,18 @@ pub(crate) struct Lent<'a> {
     /// The step's direct completion (see [`Direct`]): taken by the suspension
     /// point of the yield waiting alone, settled into its slot by every other use
     /// of the state.
-    direct: *mut Direct,
+    ///
+    /// The lifetime of the event buffer it points into is erased (the `Lent`
+    /// already has one, and a second would spread to every user of it): the
+    /// completion is only ever read out, or dropped, during the step that lent
+    /// it, while the buffer is borrowed by the step's `Events`.
+    direct: *mut Direct<'static>,
     /// Set while [`with`] or [`with_step`] lends the state out: a re-entrant use is
     /// refused.
     busy: Cell<bool>,
-    /// The borrows the pointers stand for.
-    _lent: PhantomData<(&'a mut Io, &'a Context, &'a mut StepOutput, &'a mut Direct)>,
+    /// The borrows the pointers stand for (the direct completion's as a borrow of
+    /// nothing: see `direct`).
+    _lent: PhantomData<(&'a mut Io, &'a Context, &'a mut StepOutput, &'a mut ())>,
 }
 
 impl<'a> Lent<'a> {
@@ -415,13 +424,13 @@ impl<'a> Lent<'a> {
         io: &'a mut Io,
         ctx: Option<&'a Context>,
         out: Option<&'a mut StepOutput>,
-        direct: &'a mut Direct,
+        direct: &'a mut Direct<'_>,
     ) -> Self {
         Self {
             io,
             ctx: ctx.map_or(ptr::null(), ptr::from_ref),
             out: out.map_or(ptr::null_mut(), ptr::from_mut),
-            direct,
+            direct: ptr::from_mut(direct).cast(),
             busy: Cell::new(false),
             _lent: PhantomData,
         }
@@ -482,7 +491,7 @@ pub(crate) struct View<'a> {
     lent: &'a Lent<'a>,
     io: *mut Io,
     out: *mut StepOutput,
-    direct: *mut Direct,
+    direct: *mut Direct<'static>,
 }
 
 impl View<'_> {
@@ -504,7 +513,7 @@ impl View<'_> {
     fn lend_step<R>(
         &self,
         what: &'static str,
-        f: impl FnOnce(&mut Io, &mut StepOutput, &mut Direct) -> R,
+        f: impl FnOnce(&mut Io, &mut StepOutput, &mut Direct<'_>) -> R,
     ) -> R {
         let busy = &self.lent.busy;
         if busy.get() {
@@ -521,31 +530,27 @@ impl View<'_> {
         })
     }
 
-    /// [`lend_step`](Self::lend_step) for the suspension point of the yield
-    /// `tag`, which gets its completion as well if the step brought it directly
-    /// (the yield waited alone): it then skips the slots.
+    /// The completion of the yield `tag` if the step brought it directly (see
+    /// [`Direct`]), taken: the yield waited alone, and is done now.
     #[inline(always)]
     #[track_caller]
-    fn lend_taking<R>(
-        &self,
-        what: &'static str,
-        tag: Tag,
-        f: impl FnOnce(&mut Io, &mut StepOutput, Option<Result<Payload, YieldError>>) -> R,
-    ) -> R {
-        self.lend_step(what, |io, out, direct| {
-            // A direct completion is the one of the yield waiting alone: `tag`'s
-            // (as it is: only the pending suspension point has tags outstanding),
-            // or else one for the slots.
-            let arrived = match direct.take() {
-                Some(c) if c.tag == tag => Some(io.take_alone(c.result)),
-                Some(c) => {
-                    io.settle(c);
-                    None
-                }
-                None => None,
-            };
-            f(io, out, arrived)
-        })
+    fn take_direct(&self, what: &'static str, tag: Tag) -> Option<Result<Payload, YieldError>> {
+        if self.lent.busy.get() {
+            refuse_busy(what)
+        }
+        // SAFETY: as in `lend_step`; the busy flag need not be set, as no other code
+        // runs before these references are gone.
+        let direct = unsafe { &mut *self.direct };
+        // The direct completion is the one of the yield waiting alone: `tag`'s if
+        // the tags match (as they do: only the pending suspension point has tags
+        // outstanding).
+        if direct.as_ref().is_none_or(|c| c.tag() != tag) {
+            return None;
+        }
+        let completion = direct.take()?.take();
+        // SAFETY: as above.
+        let io = unsafe { &mut *self.io };
+        Some(io.take_alone(completion.result))
     }
 }
 
@@ -702,10 +707,15 @@ pub(crate) fn with_step_in<R>(
     if ptr::eq(waker.vtable(), &LENDING) {
         // SAFETY: a waker with this vtable was made by `View::waker`, whose data is
         // a `View` that outlives the poll this runs in (see there).
-        unsafe { &*waker.data().cast::<View<'_>>() }.lend_step(what, |io, out, direct| {
-            settle(io, direct);
-            f(io, out)
-        })
+        // Inlined by force, as the closures it wraps (see `YieldOne::poll_first`).
+        unsafe { &*waker.data().cast::<View<'_>>() }.lend_step(
+            what,
+            #[inline(always)]
+            |io, out, direct| {
+                settle(io, direct);
+                f(io, out)
+            },
+        )
     } else {
         with_step(what, f)
     }
@@ -724,30 +734,34 @@ pub(crate) fn with_step_in_unsettled<R>(
     let waker = cx.waker();
     if ptr::eq(waker.vtable(), &LENDING) {
         // SAFETY: as in `with_step_in`.
-        unsafe { &*waker.data().cast::<View<'_>>() }.lend_step(what, |io, out, _| f(io, out))
+        unsafe { &*waker.data().cast::<View<'_>>() }.lend_step(
+            what,
+            #[inline(always)]
+            |io, out, _| f(io, out),
+        )
     } else {
         with_step(what, f)
     }
 }
 
-/// [`with_step_in`] for the suspension point of the yield `tag`: `f` also gets
-/// the yield's completion if the step brought it directly (see [`Direct`]), taken
-/// (the yield is done); otherwise it looks in the slots as usual.
+/// The completion of the yield `tag` if the step brought it directly (see
+/// [`Direct`]), taken: the yield waited alone, and is done now. `None` otherwise
+/// (also for a poll by something other than the machine's step), the direct
+/// completion, if any, left for [`with_step_in`] to settle. No closure is lent the
+/// state: the usual end of a `yield_cmd!` is straight-line code.
 #[inline(always)]
 #[track_caller]
-pub(crate) fn with_completion_in<R>(
+pub(crate) fn take_direct(
     cx: &TaskCx<'_>,
     what: &'static str,
     tag: Tag,
-    f: impl FnOnce(&mut Io, &mut StepOutput, Option<Result<Payload, YieldError>>) -> R,
-) -> R {
+) -> Option<Result<Payload, YieldError>> {
     let waker = cx.waker();
-    if ptr::eq(waker.vtable(), &LENDING) {
-        // SAFETY: as in `with_step_in`.
-        unsafe { &*waker.data().cast::<View<'_>>() }.lend_taking(what, tag, f)
-    } else {
-        with_step(what, |io, out| f(io, out, None))
+    if !ptr::eq(waker.vtable(), &LENDING) {
+        return None;
     }
+    // SAFETY: as in `with_step_in`.
+    unsafe { &*waker.data().cast::<View<'_>>() }.take_direct(what, tag)
 }
 
 /// Runs `f` on the context of the process being stepped on this thread, without

@@ -304,7 +304,7 @@ where
         // The completion of the yield waiting alone, if it comes first (as it does
         // alone): handed to its suspension point from here, it needs no slot (see
         // `io::Direct`).
-        let mut direct: io::Direct = events.next_completion_if(|c| self.io.waits_alone(c.tag));
+        let mut direct = events.next_completion_if(|c| self.io.waits_alone(c.tag));
         // Iterated in place: moving `events` into the loop copied it from where the
         // caller had just written it, a store-forwarding stall on every step.
         for event in events.by_ref() {
@@ -334,7 +334,7 @@ where
         // Untaken only if the entry awaited something else (an error below): it
         // is taken in as any completion would be.
         if let Some(c) = direct {
-            self.io.settle(c);
+            self.io.settle(c.take());
         }
         self.publish_held(held_before, took_in_messages);
         match poll {

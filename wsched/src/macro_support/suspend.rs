@@ -122,16 +122,25 @@ impl<O: Any + Send, C> YieldOne<O, C> {
         let location = self.location;
         // SAFETY: `meta` is `command_meta::<C>()` (see `yield_one`).
         let command = unsafe { Payload::from_parts(command, self.meta) };
-        let (tag, cancelled) = io::with_step_in_unsettled(cx, "yield_cmd!", |io, out| {
-            let tag = io.dispatch_payload(out, command);
-            if io.take_cancel() {
-                // Just yielded, so not arrived: nothing to drop.
-                let _ = io.abandon(out, tag);
-                return (tag, true);
-            }
-            io.suspend(out, Self::point(location));
-            (tag, false)
-        });
+        // The closures lent the state are inlined by force: each `yield_cmd!` of
+        // the same command type calls the same closure, which LLVM stopped inlining
+        // from the third call site on (a call, and the state passed through memory,
+        // on every yield of a process with several such sites).
+        let (tag, cancelled) = io::with_step_in_unsettled(
+            cx,
+            "yield_cmd!",
+            #[inline(always)]
+            |io, out| {
+                let tag = io.dispatch_payload(out, command);
+                if io.take_cancel() {
+                    // Just yielded, so not arrived: nothing to drop.
+                    let _ = io.abandon(out, tag);
+                    return (tag, true);
+                }
+                io.suspend(out, Self::point(location));
+                (tag, false)
+            },
+        );
         self.tag = tag;
         if cancelled {
             Poll::Ready(Err(YieldError::Cancelled))
@@ -141,24 +150,39 @@ impl<O: Any + Send, C> YieldOne<O, C> {
     }
 
     /// A poll in a later step: the completion may be there.
-    #[inline]
+    // Inlined into the coroutine, however many `yield_cmd!`s of a `C` there are:
+    // only the usual case, the rest is `poll_slots`.
+    #[inline(always)]
     fn poll_again(&mut self, cx: &TaskCx<'_>) -> Poll<Result<O, YieldError>> {
+        // The usual case, the completion of a yield made alone.
+        match io::take_direct(cx, "yield_cmd!", self.tag) {
+            Some(result) => Poll::Ready(output::<O>(result)),
+            None => self.poll_slots(cx),
+        }
+    }
+
+    /// [`poll_again`](Self::poll_again) for a completion in the slots, if there.
+    #[inline]
+    fn poll_slots(&mut self, cx: &TaskCx<'_>) -> Poll<Result<O, YieldError>> {
         let (tag, location) = (self.tag, self.location);
-        let got = io::with_completion_in(cx, "yield_cmd!", tag, |io, out, arrived| {
-            if arrived.is_some() {
-                return arrived;
-            }
-            if let Some(result) = io.take(tag) {
-                return Some(result);
-            }
-            if io.take_cancel() {
-                // Not arrived (checked above), so nothing to drop.
-                let _ = io.abandon(out, tag);
-                return Some(Err(YieldError::Cancelled));
-            }
-            io.suspend(out, Self::point(location));
-            None
-        });
+        // Inlined by force (see `poll_first`).
+        let got = io::with_step_in(
+            cx,
+            "yield_cmd!",
+            #[inline(always)]
+            |io, out| {
+                if let Some(result) = io.take(tag) {
+                    return Some(result);
+                }
+                if io.take_cancel() {
+                    // Not arrived (checked above), so nothing to drop.
+                    let _ = io.abandon(out, tag);
+                    return Some(Err(YieldError::Cancelled));
+                }
+                io.suspend(out, Self::point(location));
+                None
+            },
+        );
         match got {
             Some(result) => Poll::Ready(output::<O>(result)),
             None => Poll::Pending,
@@ -661,19 +685,25 @@ impl<F: Filter> Future for Recv<F> {
         // Without a timer: a message is taken as `poll_slow` would; with none there,
         // no cancel and no timeout, the receive waits, as `poll_slow` would decide.
         // No timer: no slot is read.
-        let quick = io::with_step_in_unsettled(cx, "recv!", |io, out| {
-            if matches!(this.deadline, Deadline::Timer(_)) {
-                return Quick::Other;
-            }
-            if let Some(message) = take_message::<F>(&mut io.mailbox) {
-                return Quick::Message(message);
-            }
-            if !matches!(this.deadline, Deadline::None) || io.cancel_pending() {
-                return Quick::Other;
-            }
-            io.suspend(out, this.point());
-            Quick::Pending
-        });
+        // Inlined by force (see `YieldOne::poll_first`).
+        let quick = io::with_step_in_unsettled(
+            cx,
+            "recv!",
+            #[inline(always)]
+            |io, out| {
+                if matches!(this.deadline, Deadline::Timer(_)) {
+                    return Quick::Other;
+                }
+                if let Some(message) = take_message::<F>(&mut io.mailbox) {
+                    return Quick::Message(message);
+                }
+                if !matches!(this.deadline, Deadline::None) || io.cancel_pending() {
+                    return Quick::Other;
+                }
+                io.suspend(out, this.point());
+                Quick::Pending
+            },
+        );
         match quick {
             Quick::Message(message) => Poll::Ready(Ok(message)),
             Quick::Pending => Poll::Pending,
