@@ -9,7 +9,8 @@
 //! afterwards (also when the poll unwinds). Nothing moves. The suspension points
 //! polled by the entry reach the `Lent` through the poll's waker
 //! ([`with_step_in`]), which the compiler sees through when the coroutine is inlined
-//! into the step; `yield_cmd!`'s dispatch, which runs before its future is polled,
+//! into the step (and as long as no function that is not inlined is handed the
+//! poll's context: see `YieldOne::poll_again`); `yield_cmd!`'s dispatch, which runs before its future is polled,
 //! and `wsched::this` reach it through a thread-local slot that `step` points at it
 //! ([`install`]; one store, and one to restore). Either way it is lent out under a
 //! busy flag ([`with_step`], [`with`] for the state alone): a re-entrant access

@@ -151,42 +151,46 @@ impl<O: Any + Send, C> YieldOne<O, C> {
 
     /// A poll in a later step: the completion may be there.
     // Inlined into the coroutine, however many `yield_cmd!`s of a `C` there are:
-    // only the usual case, the rest is `poll_slots`.
+    // the usual case, and the lending of the state for the rest, `poll_slots`.
+    // No function that is not inlined gets `cx`: the waker would escape with it,
+    // and the compiler could no longer see through it in the rest of the
+    // coroutine (a look-up of the state through memory at every suspension point).
     #[inline(always)]
     fn poll_again(&mut self, cx: &TaskCx<'_>) -> Poll<Result<O, YieldError>> {
         // The usual case, the completion of a yield made alone.
-        match io::take_direct(cx, "yield_cmd!", self.tag) {
+        let got = match io::take_direct(cx, "yield_cmd!", self.tag) {
+            Some(result) => Some(result),
+            None => io::with_step_in(
+                cx,
+                "yield_cmd!",
+                #[inline(always)]
+                |io, out| self.poll_slots(io, out),
+            ),
+        };
+        match got {
             Some(result) => Poll::Ready(output::<O>(result)),
-            None => self.poll_slots(cx),
+            None => Poll::Pending,
         }
     }
 
     /// [`poll_again`](Self::poll_again) for a completion in the slots, if there.
     #[inline]
-    fn poll_slots(&mut self, cx: &TaskCx<'_>) -> Poll<Result<O, YieldError>> {
-        let (tag, location) = (self.tag, self.location);
-        // Inlined by force (see `poll_first`).
-        let got = io::with_step_in(
-            cx,
-            "yield_cmd!",
-            #[inline(always)]
-            |io, out| {
-                if let Some(result) = io.take(tag) {
-                    return Some(result);
-                }
-                if io.take_cancel() {
-                    // Not arrived (checked above), so nothing to drop.
-                    let _ = io.abandon(out, tag);
-                    return Some(Err(YieldError::Cancelled));
-                }
-                io.suspend(out, Self::point(location));
-                None
-            },
-        );
-        match got {
-            Some(result) => Poll::Ready(output::<O>(result)),
-            None => Poll::Pending,
+    fn poll_slots(
+        &mut self,
+        io: &mut Io,
+        out: &mut StepOutput,
+    ) -> Option<Result<Payload, YieldError>> {
+        let tag = self.tag;
+        if let Some(result) = io.take(tag) {
+            return Some(result);
         }
+        if io.take_cancel() {
+            // Not arrived (checked above), so nothing to drop.
+            let _ = io.abandon(out, tag);
+            return Some(Err(YieldError::Cancelled));
+        }
+        io.suspend(out, Self::point(self.location));
+        None
     }
 }
 
@@ -369,47 +373,61 @@ impl<T> YieldMany<T> {
 impl<T> Future for YieldMany<T> {
     type Output = T;
 
+    // The state is lent here, inlined, and the rest may be a call: `cx` must not
+    // escape (see `YieldOne::poll_again`).
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<T> {
         let this = self.get_mut();
-        let (first, count) = (this.first, this.count);
-        let done = io::with_step_in(cx, "yield_cmd!", |io, out| {
-            while this.arrived < count && io.is_ready(Tag(first + this.arrived)) {
-                this.arrived += 1;
-            }
-            if this.arrived == count {
-                return true;
-            }
-            if io.take_cancel() {
-                // Completions already there are handed out; the others give up (not
-                // arrived, so abandoning them returns nothing to drop).
-                for tag in (first + this.arrived..first + count).map(Tag) {
-                    if !io.is_ready(tag) {
-                        let _ = io.abandon(out, tag);
-                    }
-                }
-                return true;
-            }
-            io.suspend(
-                out,
-                SuspendPoint {
-                    location: this.location,
-                    kind: SuspendKind::Yield {
-                        command: this.first_name,
-                        // Those still outstanding, which listings show.
-                        count: (count - this.arrived) as usize,
-                    },
-                },
-            );
-            false
-        });
+        let done = io::with_step_in(
+            cx,
+            "yield_cmd!",
+            #[inline(always)]
+            |io, out| this.poll_lent(io, out),
+        );
         if done {
             Poll::Ready((this.collect)(Results {
-                next: first,
-                end: first + count,
+                next: this.first,
+                end: this.first + this.count,
             }))
         } else {
             Poll::Pending
         }
+    }
+}
+
+impl<T> YieldMany<T> {
+    /// The poll, once the state is lent: whether all results are there (or given up
+    /// on).
+    fn poll_lent(&mut self, io: &mut Io, out: &mut StepOutput) -> bool {
+        let (first, count) = (self.first, self.count);
+        while self.arrived < count && io.is_ready(Tag(first + self.arrived)) {
+            self.arrived += 1;
+        }
+        if self.arrived == count {
+            return true;
+        }
+        if io.take_cancel() {
+            // Completions already there are handed out; the others give up (not
+            // arrived, so abandoning them returns nothing to drop).
+            for tag in (first + self.arrived..first + count).map(Tag) {
+                if !io.is_ready(tag) {
+                    let _ = io.abandon(out, tag);
+                }
+            }
+            return true;
+        }
+        io.suspend(
+            out,
+            SuspendPoint {
+                location: self.location,
+                kind: SuspendKind::Yield {
+                    command: self.first_name,
+                    // Those still outstanding, which listings show.
+                    count: (count - self.arrived) as usize,
+                },
+            },
+        );
+        false
     }
 }
 
@@ -656,30 +674,49 @@ enum Quick<T> {
 }
 
 impl<F: Filter> Recv<F> {
-    /// The full poll, for the cases [`Quick`] leaves out.
-    #[inline(never)]
+    /// The full poll, for the cases [`Quick`] leaves out: the state is lent here,
+    /// inlined, and the rest is a call (`cx` must not escape: see
+    /// `YieldOne::poll_again`).
+    #[inline(always)]
     fn poll_slow(&mut self, cx: &TaskCx<'_>) -> Poll<Result<F::Output, RecvError>> {
         let mut dropped = None;
-        let poll = io::with_step_in(cx, "recv!", |io, out| {
-            match take_message::<F>(&mut io.mailbox) {
-                Some(message) => {
-                    if let Some(timer) = self.take_timer() {
-                        dropped = io.abandon(out, timer);
-                    }
-                    Poll::Ready(Ok(message))
-                }
-                None => self.no_message(io, out, &mut dropped),
-            }
-        });
+        let poll = io::with_step_in(
+            cx,
+            "recv!",
+            #[inline(always)]
+            |io, out| self.poll_lent(io, out, &mut dropped),
+        );
         drop(dropped);
         poll
+    }
+
+    /// [`poll_slow`](Self::poll_slow), once the state is lent. A completion to drop
+    /// (outside the borrow) goes to `dropped`.
+    #[inline(never)]
+    fn poll_lent(
+        &mut self,
+        io: &mut Io,
+        out: &mut StepOutput,
+        dropped: &mut Option<Result<Payload, YieldError>>,
+    ) -> Poll<Result<F::Output, RecvError>> {
+        match take_message::<F>(&mut io.mailbox) {
+            Some(message) => {
+                if let Some(timer) = self.take_timer() {
+                    *dropped = io.abandon(out, timer);
+                }
+                Poll::Ready(Ok(message))
+            }
+            None => self.no_message(io, out, dropped),
+        }
     }
 }
 
 impl<F: Filter> Future for Recv<F> {
     type Output = Result<F::Output, RecvError>;
 
-    #[inline]
+    // Inlined into the coroutine however many receives of an `F` there are: `cx`
+    // must not escape (see `YieldOne::poll_again`).
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         // Without a timer: a message is taken as `poll_slow` would; with none there,
@@ -742,6 +779,8 @@ impl<Q, R> Unpin for CallFuture<Q, R> {}
 impl<Q: Any, R: Any> Future for CallFuture<Q, R> {
     type Output = Result<R, CallError<Q>>;
 
+    // `cx` must not escape (see `YieldOne::poll_again`).
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let pid = this.callee;
