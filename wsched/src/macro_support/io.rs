@@ -705,22 +705,7 @@ pub(crate) fn with_step_in<R>(
     what: &'static str,
     f: impl FnOnce(&mut Io, &mut StepOutput) -> R,
 ) -> R {
-    let waker = cx.waker();
-    if ptr::eq(waker.vtable(), &LENDING) {
-        // SAFETY: a waker with this vtable was made by `View::waker`, whose data is
-        // a `View` that outlives the poll this runs in (see there).
-        // Inlined by force, as the closures it wraps (see `YieldOne::poll_first`).
-        unsafe { &*waker.data().cast::<View<'_>>() }.lend_step(
-            what,
-            #[inline(always)]
-            |io, out, direct| {
-                settle(io, direct);
-                f(io, out)
-            },
-        )
-    } else {
-        with_step(what, f)
-    }
+    lend_in::<true, R>(cx, what, f)
 }
 
 /// [`with_step_in`] for a use that reads none of the slots (a yield, a receive
@@ -733,13 +718,32 @@ pub(crate) fn with_step_in_unsettled<R>(
     what: &'static str,
     f: impl FnOnce(&mut Io, &mut StepOutput) -> R,
 ) -> R {
+    lend_in::<false, R>(cx, what, f)
+}
+
+/// The two above: `SETTLE` says whether a direct completion is settled into its
+/// slot first (a constant, so each compiles to its own straight line).
+#[inline(always)]
+#[track_caller]
+fn lend_in<const SETTLE: bool, R>(
+    cx: &TaskCx<'_>,
+    what: &'static str,
+    f: impl FnOnce(&mut Io, &mut StepOutput) -> R,
+) -> R {
     let waker = cx.waker();
     if ptr::eq(waker.vtable(), &LENDING) {
-        // SAFETY: as in `with_step_in`.
+        // SAFETY: a waker with this vtable was made by `View::waker`, whose data is
+        // a `View` that outlives the poll this runs in (see there).
+        // Inlined by force, as the closures it wraps (see `YieldOne::poll_first`).
         unsafe { &*waker.data().cast::<View<'_>>() }.lend_step(
             what,
             #[inline(always)]
-            |io, out, _| f(io, out),
+            |io, out, direct| {
+                if SETTLE {
+                    settle(io, direct);
+                }
+                f(io, out)
+            },
         )
     } else {
         with_step(what, f)
