@@ -23,6 +23,13 @@
 //! inside a step then wakes nobody, where a wake-up per message cost a system call
 //! and kept a second core busy finding nothing in every ping-pong.
 //!
+//! A worker thread also keeps what makes its processes' operations cheaper without
+//! sharing anything: the scheduler handles of cells it destroyed, for the cells it
+//! makes ([`lend_handle`]), and the cells of the processes its steps send to often,
+//! so that a send skips the PID table's lock ([`with_destination`]). When a step
+//! leaves its process waiting, the worker's reference to the cell stays with the
+//! process (see "The waiting reference" in `state.rs`).
+//!
 //! A worker survives anything the code it runs does: user code runs under
 //! `catch_unwind`, user values are dropped with `drop_quietly`, and as a last line of
 //! defence a panic escaping a step's bookkeeping is caught here and ends only the
