@@ -51,8 +51,11 @@ pub(crate) type MailboxGuard<'a, T> = crate::sync::MutexGuard<'a, T>;
 /// Spins this many times, re-reading the flag, before yielding the thread.
 const SPINS_BEFORE_YIELD: u32 = 64;
 
-/// A mutual-exclusion lock that spins (see the module docs).
+/// A mutual-exclusion lock that spins (see the module docs). `repr(C)`: the flag
+/// comes first, so that it shares a cache line with the start of the value, which a
+/// mailbox makes its first event (see the cell's `Header`).
 #[cfg_attr(loom, allow(dead_code))]
+#[repr(C)]
 pub(crate) struct SpinLock<T> {
     locked: AtomicBool,
     value: UnsafeCell<T>,

@@ -73,31 +73,19 @@ pub(crate) struct ProcessCell<B: ?Sized = dyn Process> {
 }
 
 /// Everything about a process but the process itself.
+///
+/// `repr(C)`, in this order: what a message's sender and its receiver touch — the
+/// state word, the reference count, the mailbox's lock and its first event — comes
+/// first, in 64 bytes, so that a message handed between cores moves one or two
+/// cache lines of the cell instead of three or four (they were spread over 108
+/// bytes). The owner's own fields follow.
+#[repr(C)]
 pub(crate) struct Header {
+    state: State,
     /// How many [`CellRef`]s (and their thin forms) there are: the cell's own
     /// reference count (see `reference.rs`). 32 bits, so that it shares a word with
-    /// `changed_at`.
+    /// the state.
     refs: AtomicU32,
-    /// When the process last began or ended a step (or was spawned), in
-    /// milliseconds of the scheduler's coarse clock (see [`CoarseClock`]), wrapping:
-    /// what listings show as the time in its current state. Written only by the
-    /// owner; a statistic, so a plain std atomic even under loom.
-    changed_at: std::sync::atomic::AtomicU32,
-    /// Ticks of the scheduler's step-timing clock its steps took, if step timing is
-    /// on (see `timing.rs`). Written only by the owner; a statistic, so a plain std
-    /// atomic even under loom. (It fits in what the allocator rounds a cell up to:
-    /// the memory per idle process did not change.)
-    busy: std::sync::atomic::AtomicU64,
-    pid: Pid,
-    /// The scheduler running the process (`None` only for cells made by unit tests
-    /// and loom models, and before spawning). Completers and the process's `Context`
-    /// reach the scheduler through the cell, so a yield or a send touches the
-    /// process's own reference count, never the scheduler's, which every worker
-    /// would contend on.
-    handle: Option<Handle>,
-    parent: Option<Pid>,
-    entry: EntryName,
-    state: State,
     /// The event queue. Producers (senders, completers, shutdown) push under the
     /// lock; the owner moves everything out in one go before a step, so a mailbox
     /// costs one short lock per event and per step. See [`Mailbox`] for why it
@@ -107,10 +95,36 @@ pub(crate) struct Header {
     /// seen or dropped by the owner, never lost in a queue nobody reads without the
     /// producer being told.
     mailbox: MailboxLock<Mailbox>,
+    /// When the process last began or ended a step (or was spawned), in
+    /// milliseconds of the scheduler's coarse clock (see [`CoarseClock`]), wrapping:
+    /// what listings show as the time in its current state. Written only by the
+    /// owner; a statistic, so a plain std atomic even under loom.
+    changed_at: std::sync::atomic::AtomicU32,
+    /// The process's pending timers, linked by the timer service (under its lock).
+    /// Withdrawing a yield or ending the process looks for timers only if there are
+    /// some, so processes that never sleep never take the timer lock.
+    timers: TimerList,
+    /// Ticks of the scheduler's step-timing clock its steps took, if step timing is
+    /// on (see `timing.rs`). Written only by the owner; a statistic, so a plain std
+    /// atomic even under loom. (It fits in what the allocator rounds a cell up to:
+    /// the memory per idle process did not change.)
+    busy: std::sync::atomic::AtomicU64,
     /// The number of steps taken, and two flags in its top bits ([`BODY_LIVE`],
     /// [`DETACHED`]): one word where three fields took two. Written only by the owner
     /// (a plain load and store, no locked instruction), or before the cell is shared.
     steps: AtomicU64,
+    pid: Pid,
+    /// The scheduler running the process (`None` only for cells made by unit tests
+    /// and loom models, and before spawning). Completers and the process's `Context`
+    /// reach the scheduler through the cell, so a yield or a send touches the
+    /// process's own reference count, never the scheduler's, which every worker
+    /// would contend on.
+    handle: Option<Handle>,
+    parent: Option<Pid>,
+    /// Rebuilds the `dyn` pointer to the whole cell from a pointer to this header:
+    /// the one place that remembers the body's concrete type.
+    to_fat: fn(*const Header) -> *const ProcessCell,
+    entry: EntryName,
     /// Where the process waits, for listings. Only the owner writes it (through
     /// [`Owned`], and as it ends, in `end_with`), under the mailbox lock; others read
     /// it under that lock; the owner reads it without (no write can race with its
@@ -118,13 +132,6 @@ pub(crate) struct Header {
     /// at the same place step after step — the common case — compares and takes no
     /// lock, and the point costs no lock and no second copy of its own.
     suspended_at: UnsafeCell<Option<PackedPoint>>,
-    /// The process's pending timers, linked by the timer service (under its lock).
-    /// Withdrawing a yield or ending the process looks for timers only if there are
-    /// some, so processes that never sleep never take the timer lock.
-    timers: TimerList,
-    /// Rebuilds the `dyn` pointer to the whole cell from a pointer to this header:
-    /// the one place that remembers the body's concrete type.
-    to_fat: fn(*const Header) -> *const ProcessCell,
     /// The process's `tracing` span (zero-sized without the `tracing` feature; see
     /// `runtime/trace.rs`). Only the owner touches it, as the body.
     span: SpanSlot,
@@ -259,6 +266,9 @@ impl PackedPoint {
 ///
 /// The lock also guards the process's [`Outcome`] (taken rarely: to claim the result
 /// and to publish it), so a cell carries one lock and its padding, not two.
+///
+/// `repr(C)`: the first event comes first, next to the lock (see [`Header`]).
+#[repr(C)]
 struct Mailbox {
     first: First,
     /// Boxed: a word in every cell rather than a `Vec`'s three, as most processes
