@@ -339,6 +339,9 @@ pub(crate) struct Recorder {
     outside: Mutex<()>,
     outside_lane: LaneBuffer,
     options: RecordOptions,
+    /// Counters are sampled once every this many timed steps: [`SAMPLE_EVERY`]
+    /// steps, divided by the clock interval once here rather than on every step.
+    sample_every_timed: u32,
 }
 
 impl Recorder {
@@ -350,6 +353,7 @@ impl Recorder {
                 .collect(),
             outside: Mutex::new(()),
             outside_lane: LaneBuffer::new(&options),
+            sample_every_timed: SAMPLE_EVERY / options.clock_every,
             options,
         }
     }
@@ -380,7 +384,7 @@ impl Recorder {
             // Samples go before the step's event, so nothing timed follows it until
             // the step has ended.
             let steps = lane.steps.load(Ordering::Relaxed) + 1;
-            if steps >= SAMPLE_EVERY / self.options.clock_every {
+            if steps >= self.sample_every_timed {
                 lane.steps.store(0, Ordering::Relaxed);
                 self.sample(shared, worker, now);
             } else {
@@ -616,10 +620,11 @@ fn decode(
         }
         let arg = w1 >> KIND_BITS;
         let pid = || Pid::from_raw(arg.max(1));
+        let ended = ended_step(w1 & 0xFF);
         let kind = match w1 & 0xFF {
             STEP_START => Some(EventKind::StepStart { pid: pid() }),
-            kind if ended_step(kind).is_some() => {
-                open_end = ended_step(kind).map(|outcome| EventKind::StepEnd {
+            _ if ended.is_some() => {
+                open_end = ended.map(|outcome| EventKind::StepEnd {
                     pid: pid(),
                     outcome,
                 });
