@@ -143,8 +143,7 @@ impl Default for Buckets {
 impl Buckets {
     #[inline]
     fn record(&self, ticks: u64) {
-        // `ticks | 1`: bucket 0 holds zero too, and `ilog2` is one `bsr`, no branch.
-        let bucket = (ticks | 1).ilog2() as usize;
+        let bucket = (u64::BITS - 1).saturating_sub(ticks.leading_zeros()) as usize;
         self.0[bucket].add(1);
     }
 
@@ -173,13 +172,6 @@ struct WorkerTiming {
     sequence: AtomicU64,
 }
 
-/// A step being timed: its worker's timing state (looked up once a step, not twice)
-/// and its start in ticks.
-pub(crate) struct StepBegun<'a> {
-    worker: &'a WorkerTiming,
-    at: u64,
-}
-
 /// Step timing, as `Shared::timing` holds it when it is on.
 pub(crate) struct Timing {
     pub(crate) clock: Clock,
@@ -206,12 +198,11 @@ impl Timing {
         }
     }
 
-    /// Worker `index` begins a step of `pid`; returns its start, for
-    /// [`step_ends`](Self::step_ends). `woken`: whether a step of this worker put the
-    /// process into its LIFO slot (its wake latency is counted from the end of this
-    /// worker's last step).
+    /// Worker `index` begins a step of `pid`; returns its start. `woken`: whether a
+    /// step of this worker put the process into its LIFO slot (its wake latency is
+    /// counted from the end of this worker's last step).
     #[inline]
-    pub(crate) fn step_begins(&self, index: usize, pid: Pid, woken: bool) -> StepBegun<'_> {
+    pub(crate) fn step_begins(&self, index: usize, pid: Pid, woken: bool) -> u64 {
         let worker = &self.workers[index];
         let now = self.clock.ticks();
         if woken {
@@ -226,17 +217,14 @@ impl Timing {
                 .sequence
                 .store(sequence.wrapping_add(1), Ordering::Release);
         }
-        StepBegun { worker, at: now }
+        now
     }
 
-    /// The step that [`step_begins`](Self::step_begins) returned `begun` for ended;
-    /// returns its length in ticks.
+    /// Worker `index` ended the step that began at `started`; returns its length in
+    /// ticks.
     #[inline]
-    pub(crate) fn step_ends(&self, begun: StepBegun<'_>) -> u64 {
-        let StepBegun {
-            worker,
-            at: started,
-        } = begun;
+    pub(crate) fn step_ends(&self, index: usize, started: u64) -> u64 {
+        let worker = &self.workers[index];
         let now = self.clock.ticks();
         let ticks = now.saturating_sub(started);
         worker.steps.record(ticks);

@@ -830,8 +830,8 @@ fn run_task(
                 catch_unwind(AssertUnwindSafe(|| body.step(Events::new(events), out)))
             })
             .expect("a process that has not ended has a body");
-        if let Some((timing, begun)) = timed {
-            task.add_busy(timing.step_ends(begun));
+        if let Some((timing, started)) = timed {
+            task.add_busy(timing.step_ends(index, started));
         }
         // Events the step did not consume, and the yields of a failed step, are
         // user values: dropped quietly.
