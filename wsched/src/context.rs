@@ -179,6 +179,23 @@ impl Context {
         self.backend()
             .spawn(Some(self.pid()), options.apply(process))
     }
+
+    /// [`spawn_linked_with`](Self::spawn_linked_with) for a supervisor's child: when
+    /// the scheduler shuts down, its supervisor stops it, in order, instead of the
+    /// shutdown's sweep.
+    pub(crate) fn spawn_supervised<P: IntoProcess>(
+        &self,
+        process: P,
+        method: &str,
+        input: impl IntoPayloads,
+        options: SpawnOptions,
+    ) -> Result<Pid, SpawnError> {
+        let process = NewProcess::new(process.into_process(), method, input.into_payloads(), false)
+            .link_to_parent()
+            .supervised();
+        self.backend()
+            .spawn(Some(self.pid()), options.apply(process))
+    }
 }
 
 /// Names and timed messages.

@@ -1127,3 +1127,94 @@ fn the_harness_plays_a_one_for_all_restart_step_by_step() {
     );
     assert_eq!(view.state(), SupervisorState::Ended);
 }
+
+// ---- the scheduler's shutdown ---------------------------------------------------------
+
+#[test]
+fn the_scheduler_shutdown_stops_supervised_children_in_order_each_once() {
+    let s = scheduler(2);
+    let log = Log::default();
+    let timeout = Duration::from_millis(300);
+    let sup = Supervisor::new(Strategy::OneForOne)
+        .child(worker("a", &log, Mode::Obedient))
+        .child(worker("b", &log, Mode::Stubborn).shutdown(timeout))
+        .child(worker("c", &log, Mode::Obedient));
+    let view = sup.handle();
+    let sup_pid = s.spawn(sup, Supervisor::ENTRY, ()).unwrap();
+    // A process that is nobody's child: the shutdown cancels it as before.
+    let loner_log = Log::default();
+    let loner = s
+        .spawn(
+            Worker {
+                id: "loner",
+                log: loner_log.clone(),
+                mode: Mode::Obedient,
+            },
+            "run",
+            (),
+        )
+        .unwrap();
+    let pids = running(&view, |_| true);
+    take(&log);
+    let sup_down = s.monitor(sup_pid);
+    let b_down = s.monitor(pids[1]);
+    let loner_down = s.monitor(loner);
+    let report = s.shutdown(Duration::from_secs(30));
+    assert!(report.stopped.is_empty(), "all ended in order: {report:?}");
+    assert_eq!(
+        take(&log),
+        vec![
+            Ev::Cancelled("c"),
+            Ev::Closed("c"),
+            Ev::Cancelled("b"),
+            Ev::Closed("b"),
+            Ev::Cancelled("a"),
+            Ev::Closed("a"),
+        ],
+        "one at a time, in reverse start order, each cancelled once"
+    );
+    assert_eq!(
+        b_down.wait_timeout(PATIENCE).unwrap().reason,
+        ExitReason::Killed,
+        "b ignored its cancel and was killed after its shutdown timeout"
+    );
+    assert_eq!(
+        sup_down.wait_timeout(PATIENCE).unwrap().reason,
+        ExitReason::Cancelled
+    );
+    assert_eq!(
+        loner_down.wait_timeout(PATIENCE).unwrap().reason,
+        ExitReason::Cancelled
+    );
+    assert_eq!(
+        take(&loner_log),
+        vec![
+            Ev::Started("loner"),
+            Ev::Cancelled("loner"),
+            Ev::Closed("loner")
+        ]
+    );
+}
+
+#[test]
+fn a_supervisor_that_gives_up_shows_no_pid_for_the_child_that_crashed() {
+    let s = scheduler(2);
+    let log = Log::default();
+    let sup = Supervisor::new(Strategy::OneForOne)
+        .intensity(0, Duration::from_secs(3600))
+        .child(worker("a", &log, Mode::Obedient))
+        .child(worker("flaky", &log, Mode::Obedient));
+    let view = sup.handle();
+    let sup_pid = s.spawn(sup, Supervisor::ENTRY, ()).unwrap();
+    let sup_down = s.monitor(sup_pid);
+    let pids = running(&view, |_| true);
+    end_child(&s, pids[1], Cmd::Fail);
+    sup_down.wait_timeout(PATIENCE).expect("it gives up");
+    assert_eq!(view.state(), SupervisorState::Ended);
+    let children = view.children();
+    assert!(
+        children.iter().all(|c| c.pid.is_none()),
+        "no child runs once the supervisor ended: {children:?}"
+    );
+    s.shutdown(PATIENCE);
+}

@@ -321,6 +321,13 @@ impl Scheduler {
     /// yielding while they clean up — until `timeout`; then stops the rest (closing
     /// them without another step) and exits every worker thread.
     ///
+    /// The children of a running [`Supervisor`](crate::supervisor::Supervisor) get
+    /// no cancel from the shutdown: their supervisor, cancelled, stops them one at a
+    /// time in reverse start order, each given its
+    /// [shutdown timeout](crate::supervisor::ChildSpec::shutdown), as OTP stops an
+    /// application. Give `timeout` room for those timeouts: what still runs when it
+    /// passes is stopped at once.
+    ///
     /// Returns within `timeout` plus the time the steps running at that moment take
     /// to return (a step that never returns cannot be interrupted). Calling it again
     /// returns the first report; afterwards [`spawn`](Self::spawn) fails with

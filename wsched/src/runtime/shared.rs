@@ -249,7 +249,9 @@ impl Shared {
             }
             return Ok(pid);
         }
-        if !self.flags.accepting.load(Ordering::SeqCst) {
+        // A supervisor's child is left to its supervisor, which is spawning it in a
+        // step and so sees the cancel itself (see `cancel_all`).
+        if !self.flags.accepting.load(Ordering::SeqCst) && !cell.is_supervised() {
             let _ = cell.push_event(Event::Cancel);
         }
         worker::schedule_new(self, cell);
@@ -688,15 +690,32 @@ impl Shared {
         was
     }
 
-    /// Sends a cancel to every live process; returns how many there were.
+    /// Sends a cancel to every live process but the children of live supervisors;
+    /// returns how many it cancelled.
+    ///
+    /// A supervisor stops its children itself when it is cancelled: one at a time,
+    /// in reverse start order, each given its shutdown timeout (OTP's order when an
+    /// application stops). Cancelling them here too would stop them all at once and
+    /// cancel each twice. A child whose supervisor has ended (one that trapped the
+    /// link's exit and lived on) has nobody to stop it, and is cancelled here.
     pub(crate) fn cancel_all(&self) -> usize {
         let mut cancelled = 0;
         for cell in self.registry.cells() {
+            if cell.is_supervised() && self.supervisor_lives(&cell) {
+                continue;
+            }
             if self.deliver(&cell, Event::Cancel).is_ok() {
                 cancelled += 1;
             }
         }
         cancelled
+    }
+
+    /// Whether the supervisor of the supervised process `cell` has not ended.
+    fn supervisor_lives(&self, cell: &CellRef) -> bool {
+        cell.parent()
+            .and_then(|parent| self.registry.get(parent))
+            .is_some_and(|supervisor| !supervisor.is_done())
     }
 
     /// Waits until no process is live or `deadline` passes; true if none is live.

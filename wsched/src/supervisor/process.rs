@@ -145,6 +145,9 @@ impl Supervisor {
             self.publish_child(index);
             return;
         }
+        // Published before the restart is counted: a refused restart ends the
+        // supervisor, and the view must not keep showing the dead child's PID.
+        self.publish_child(index);
         if !self.count_restart(index) {
             return;
         }
@@ -172,7 +175,6 @@ impl Supervisor {
                 again.push(j);
             }
         }
-        self.publish_child(index);
         self.phase = Phase::Stopping(Stopping {
             queue: stop,
             current: None,

@@ -154,7 +154,7 @@ impl ChildSpec {
                 let (process, input) = made.map_err(|panic| SpawnError::InitPanicked {
                     message: panic_message(&*panic),
                 })?;
-                ctx.spawn_linked_with(process, &method, input, options.detached())
+                ctx.spawn_supervised(process, &method, input, options.detached())
             }),
             restart: Restart::Permanent,
             shutdown: Self::DEFAULT_SHUTDOWN,

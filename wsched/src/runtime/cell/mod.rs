@@ -167,8 +167,12 @@ const DETACHED: u64 = 1 << 62;
 /// In [`Header::steps`]: the process is to be linked to its parent when it is
 /// spawned (`spawn_linked`). Set before the cell is shared, read once by the spawn.
 const LINK_PARENT: u64 = 1 << 61;
+/// In [`Header::steps`]: the process is a supervisor's child, which the supervisor
+/// stops in order when the scheduler shuts down (see `Shared::cancel_all`). Set
+/// before the cell is shared, never changed.
+const SUPERVISED: u64 = 1 << 60;
 /// The step count's bits in [`Header::steps`].
-const STEP_COUNT: u64 = LINK_PARENT - 1;
+const STEP_COUNT: u64 = SUPERVISED - 1;
 
 impl<B: ?Sized> Drop for ProcessCell<B> {
     /// A cell dropped with a live body is one whose process never ran to its end: it
@@ -545,6 +549,17 @@ impl NewProcess {
         self.cell.links_to_parent()
     }
 
+    /// Marks it as a supervisor's child: the scheduler's shutdown leaves stopping
+    /// it to its supervisor (see `Shared::cancel_all`).
+    pub(crate) fn supervised(mut self) -> Self {
+        let steps = &self.header_mut().steps;
+        steps.store(
+            steps.load(Ordering::Relaxed) | SUPERVISED,
+            Ordering::Relaxed,
+        );
+        self
+    }
+
     /// Discards its result when it finishes (see `SpawnOptions::detached`).
     pub(crate) fn detach(&mut self) {
         let steps = &self.header_mut().steps;
@@ -761,6 +776,11 @@ impl Header {
     #[inline]
     pub(crate) fn links_to_parent(&self) -> bool {
         self.steps.load(Ordering::Relaxed) & LINK_PARENT != 0
+    }
+
+    /// Whether the process is a supervisor's child (see `NewProcess::supervised`).
+    pub(crate) fn is_supervised(&self) -> bool {
+        self.steps.load(Ordering::Relaxed) & SUPERVISED != 0
     }
 
     /// The process's pending timers.
