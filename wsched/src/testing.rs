@@ -1373,7 +1373,14 @@ impl<Q: Any + Send, R: Any + Send> CallMade<Q, R> {
     /// The answer when the callee is not live: [`CallError::NoSuchProcess`](crate::CallError::NoSuchProcess), with the
     /// request given back.
     pub fn no_such_process(self) -> CallAnswer {
-        CallAnswer::undelivered::<Q, R>(self.callee, self.request)
+        CallAnswer::undelivered::<Q, R>(self.callee, self.request, false)
+    }
+
+    /// The answer when the callee is live but its bounded mailbox is full and
+    /// rejects: [`CallError::MailboxFull`](crate::CallError::MailboxFull), with the
+    /// request given back.
+    pub fn mailbox_full(self) -> CallAnswer {
+        CallAnswer::undelivered::<Q, R>(self.callee, self.request, true)
     }
 }
 

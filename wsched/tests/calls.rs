@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use support::{quiet_expected_panics, Scripted};
 use wsched::command::{Call, CallAnswer};
 use wsched::{
-    CallError, Event, ExitReason, Payload, Pid, Reply, Request, Scheduler, Status, Tag, YieldError,
+    CallError, Event, ExitReason, Overflow, Payload, Pid, Reply, Request, Scheduler, SpawnOptions,
+    Status, Tag, YieldError,
 };
 
 /// A hang guard, never a wait for something to happen.
@@ -309,4 +310,128 @@ fn an_answer_read_with_other_types_is_a_clear_error() {
         said.contains("`String`") && said.contains("`u32`"),
         "{said}"
     );
+}
+
+// ---- a full mailbox, and replies dropped while panicking ------------------------------
+
+/// A callee with a bounded mailbox of one that rejects, held inside its first step
+/// (on a worker) until `release` is sent; then it doubles requests. `entered` tells
+/// when it is held.
+fn held_callee(s: &Scheduler) -> (Pid, std::sync::mpsc::Sender<()>) {
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let (entered_tx, entered) = std::sync::mpsc::channel::<()>();
+    let mut first = true;
+    let callee = Scripted::new(move |_, events, out| {
+        if std::mem::take(&mut first) {
+            entered_tx.send(()).unwrap();
+            gate.recv_timeout(PATIENCE).expect("released");
+        }
+        for event in events {
+            if let Event::Message(m) = event {
+                if let Ok(Request { request, reply, .. }) =
+                    m.payload.downcast::<Request<u32, u32>>()
+                {
+                    reply.send(request * 2);
+                }
+            }
+        }
+        out.set_status(Status::WaitingForMessage);
+        Ok(())
+    });
+    let options = SpawnOptions::new().bounded_mailbox(1, Overflow::Reject);
+    let pid = s.spawn_with(callee, "run", (), options).unwrap();
+    entered.recv_timeout(PATIENCE).expect("the callee runs");
+    // Its one place taken: every further message is refused while it is held.
+    s.send(pid, "filler").unwrap();
+    (pid, release)
+}
+
+#[test]
+fn a_call_to_a_live_process_with_a_full_mailbox_says_so_and_gives_the_request_back() {
+    let s = scheduler();
+    let (callee, release) = held_callee(&s);
+    let error = s.call::<u32, u32>(callee, 5, PATIENCE).unwrap_err();
+    assert!(
+        matches!(error, CallError::MailboxFull { pid, .. } if pid == callee),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains("live") && message.contains("full"),
+        "the error says the callee is alive and full: {message}"
+    );
+    assert_eq!(error.into_request(), Some(5));
+
+    let error = process_call(&s, callee, 6, Some(PATIENCE)).unwrap_err();
+    assert!(
+        matches!(error, CallError::MailboxFull { pid, .. } if pid == callee),
+        "{error:?}"
+    );
+    assert_eq!(error.into_request(), Some(6));
+
+    release.send(()).unwrap();
+    // Once it has taken its mailbox in, it answers.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        match s.call::<u32, u32>(callee, 7, PATIENCE) {
+            Ok(answer) => break assert_eq!(answer, 14),
+            Err(CallError::MailboxFull { .. }) if Instant::now() < deadline => {
+                std::thread::yield_now();
+            }
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+}
+
+/// A callee that hands each request's reply to a new thread, which panics holding it
+/// (`on_thread`), or drops the reply inside a panic it catches itself in its step.
+fn panicking_replier(on_thread: bool) -> Scripted {
+    Scripted::new(move |_, events, out| {
+        for event in events {
+            let Event::Message(m) = event else { continue };
+            let Ok(Request { reply, .. }) = m.payload.downcast::<Request<u32, u32>>() else {
+                continue;
+            };
+            let drop_while_panicking = move || {
+                let _held = reply;
+                panic!("calls test: a reply's holder panics");
+            };
+            if on_thread {
+                std::thread::spawn(drop_while_panicking);
+            } else {
+                let caught =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(drop_while_panicking));
+                assert!(caught.is_err());
+            }
+        }
+        out.set_status(Status::WaitingForMessage);
+        Ok(())
+    })
+}
+
+#[test]
+fn a_reply_dropped_by_a_panicking_thread_answers_no_reply() {
+    quiet_expected_panics("calls test");
+    let s = scheduler();
+    for on_thread in [true, false] {
+        let callee = s
+            .spawn_detached(panicking_replier(on_thread), "run", ())
+            .unwrap();
+        // A missing answer would wait out the timeout and say `Timeout`.
+        match s.call::<u32, u32>(callee, 1, PATIENCE) {
+            Err(CallError::NoReply { pid }) => assert_eq!(pid, callee),
+            other => panic!("on_thread {on_thread}: {other:?}"),
+        }
+        // Without a timeout, a missing answer would never come (the wait's guard
+        // would fail the test).
+        match process_call(&s, callee, 2, None) {
+            Err(CallError::NoReply { pid }) => assert_eq!(pid, callee),
+            other => panic!("on_thread {on_thread}: {other:?}"),
+        }
+        // The callee lives on: the panics were not its end.
+        assert!(
+            s.send(callee, "still there").is_ok(),
+            "on_thread {on_thread}"
+        );
+    }
 }

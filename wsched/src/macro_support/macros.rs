@@ -225,7 +225,9 @@ macro_rules! recv {
 /// ([`CallError::CalleeDied`](crate::CallError::CalleeDied), with its reason), as is
 /// a reply dropped unanswered ([`CallError::NoReply`](crate::CallError::NoReply)); a
 /// callee that is not live gets nothing and the request comes back
-/// ([`CallError::NoSuchProcess`](crate::CallError::NoSuchProcess)). A cancel of the
+/// ([`CallError::NoSuchProcess`](crate::CallError::NoSuchProcess)), as it does from
+/// a live callee whose bounded mailbox is full and rejects
+/// ([`CallError::MailboxFull`](crate::CallError::MailboxFull)). A cancel of the
 /// calling process ends the wait with
 /// [`CallError::Cancelled`](crate::CallError::Cancelled). A reply after the call gave
 /// up is dropped quietly (its `send` returns `false`). The call is one yield of the

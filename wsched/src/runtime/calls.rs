@@ -20,13 +20,16 @@
 //!
 //! A dying callee usually drops the [`Reply`] it holds (or the request still in its
 //! mailbox) before its `Down` goes out, which would make a death look like "no
-//! reply". So a reply dropped while its thread unwinds (a panicking callee) answers
-//! nothing and leaves it to the monitor; a death overrides a "no reply" not yet
-//! collected; a caller thread that finds "no reply" while the callee is ending (its
-//! mailbox closed: the end drops what it holds after that) waits for the `Down`,
-//! which the monitor guarantees right after the end publishes its result; and for a
-//! calling process, whose answer is delivered as soon as it is known, a reply dropped
-//! while the callee is ending answers nothing (the `Down` is on its way).
+//! reply". So a reply dropped while a worker thread unwinds (a panicking step,
+//! most likely the callee's) answers "no reply" only once the worker has caught the
+//! panic and ended the process it ended (see [`unwound`]); a death overrides a "no
+//! reply" not yet collected; a caller thread that finds "no reply" while the callee
+//! is ending (its mailbox closed: the end drops what it holds after that) waits for
+//! the `Down`, which the monitor guarantees right after the end publishes its
+//! result; and for a calling process, whose answer is delivered as soon as it is
+//! known, a reply dropped while the callee is ending answers nothing (the `Down` is
+//! on its way). A reply dropped on any other thread, panicking or not (a helper
+//! thread the callee handed it to), answers "no reply" at once: its callee lives on.
 //!
 //! # A process's call
 //!
@@ -139,14 +142,62 @@ impl<R> Reply<R> {
 }
 
 impl<R> Drop for Reply<R> {
+    /// Answers "no reply", whatever thread drops it. Dropped while a worker unwinds
+    /// (a step panicking, most likely its callee's), the answer waits until the
+    /// worker has caught the panic: if the panic ended the callee, the callee is
+    /// then ending and its monitor's "callee died" wins (see the module docs).
     fn drop(&mut self) {
-        // Dropped while unwinding: the callee is panicking, and a panic ends it, so
-        // its monitor answers with the reason instead (a "no reply" would come
-        // first and hide it).
         if let Some(slot) = self.slot.take() {
-            if !std::thread::panicking() {
+            if std::thread::panicking() && super::worker::on_a_worker() {
+                unwound::defer(slot);
+            } else {
                 slot.answer(Answer::NoReply);
             }
+        }
+    }
+}
+
+/// Replies dropped while a worker thread unwound, answered once the worker caught
+/// the panic ([`settle`](unwound::settle), after every run of a process).
+pub(crate) mod unwound {
+    use std::cell::{Cell, RefCell};
+    use std::sync::Arc;
+
+    use super::{Answer, CallSlot};
+
+    std::thread_local! {
+        /// Whether `DEFERRED` holds anything: the check after every run, one load
+        /// of a thread-local without a destructor.
+        static ANY: Cell<bool> = const { Cell::new(false) };
+        static DEFERRED: RefCell<Vec<Arc<CallSlot>>> = const { RefCell::new(Vec::new()) };
+    }
+
+    pub(super) fn defer(slot: Arc<CallSlot>) {
+        let deferred = DEFERRED.try_with(|deferred| {
+            deferred.borrow_mut().push(slot.clone());
+            ANY.set(true);
+        });
+        if deferred.is_err() {
+            // The thread is going away: nothing would answer later.
+            slot.answer(Answer::NoReply);
+        }
+    }
+
+    /// Answers the deferred replies' "no reply". Called by a worker after it ran a
+    /// process (and, if the process's step panicked, ended it).
+    #[inline]
+    pub(crate) fn settle() {
+        if ANY.try_with(Cell::get).unwrap_or(false) {
+            settle_all();
+        }
+    }
+
+    #[inline(never)]
+    fn settle_all() {
+        ANY.set(false);
+        let slots = DEFERRED.with(|deferred| std::mem::take(&mut *deferred.borrow_mut()));
+        for slot in slots {
+            slot.answer(Answer::NoReply);
         }
     }
 }
@@ -165,6 +216,17 @@ pub enum CallError<Q> {
     /// The callee did not exist or had ended before the request was delivered; the
     /// request is given back.
     NoSuchProcess {
+        /// The callee.
+        pid: Pid,
+        /// The request, never delivered.
+        request: Q,
+    },
+    /// The callee is live but its bounded mailbox is full and rejects messages
+    /// ([`Overflow::Reject`](crate::Overflow::Reject)): the request was not
+    /// delivered and is given back. The callee is busy, not gone: call again once it
+    /// has taken in some of its mailbox, shed the load, or spawn it with a larger
+    /// capacity.
+    MailboxFull {
         /// The callee.
         pid: Pid,
         /// The request, never delivered.
@@ -216,6 +278,7 @@ impl<Q> CallError<Q> {
     pub fn pid(&self) -> Pid {
         match self {
             Self::NoSuchProcess { pid, .. }
+            | Self::MailboxFull { pid, .. }
             | Self::CalleeDied { pid, .. }
             | Self::Timeout { pid }
             | Self::NoReply { pid }
@@ -227,7 +290,9 @@ impl<Q> CallError<Q> {
     /// The request, if it was never delivered.
     pub fn into_request(self) -> Option<Q> {
         match self {
-            Self::NoSuchProcess { request, .. } => Some(request),
+            Self::NoSuchProcess { request, .. } | Self::MailboxFull { request, .. } => {
+                Some(request)
+            }
             _ => None,
         }
     }
@@ -256,6 +321,12 @@ impl<Q> fmt::Display for CallError<Q> {
                 f,
                 "call to {pid} not delivered: no such process (it never existed or has \
                  ended); the request is in the error"
+            ),
+            Self::MailboxFull { pid, .. } => write!(
+                f,
+                "call to {pid} not delivered: the process is live but its bounded mailbox \
+                 is full; call again once it has taken in its messages, shed the load, or \
+                 spawn it with a larger capacity (the request is in the error)"
             ),
             Self::CalleeDied { pid, reason } => {
                 write!(f, "{pid} ended before it replied to the call: {reason}")
@@ -298,6 +369,20 @@ pub(crate) enum Answer {
     TimedOut,
     /// The request came back undelivered: a `Request<Q, R>` in a payload.
     NoSuchProcess(Payload),
+    /// The request came back from a full bounded mailbox: a `Request<Q, R>` in a
+    /// payload.
+    MailboxFull(Payload),
+}
+
+impl Answer {
+    /// The answer for a request `send` gave back: a full mailbox, or no such process.
+    fn undelivered(error: crate::error::SendError) -> Self {
+        if error.kind() == crate::error::SendErrorKind::MailboxFull {
+            Self::MailboxFull(error.into_payload())
+        } else {
+            Self::NoSuchProcess(error.into_payload())
+        }
+    }
 }
 
 /// A process waiting on a call: the yield's completer, and what its answerer needs
@@ -553,12 +638,7 @@ where
     let message = Request::<Q, R>::new(request, slot.clone());
     if let Err(error) = shared.send_message(None, pid, Payload::new(message)) {
         shared.monitors.demonitor(monitor);
-        let Ok(Request { request, reply }) = error.into_payload().downcast::<Request<Q, R>>()
-        else {
-            unreachable!("the payload sent")
-        };
-        reply.disarm();
-        return Err(CallError::NoSuchProcess { pid, request });
+        return CallAnswer::new(pid, Answer::undelivered(error)).into_result();
     }
     let deadline = Instant::now()
         .checked_add(timeout)
@@ -775,6 +855,12 @@ impl CallAnswer {
                 reply.disarm();
                 Err(CallError::NoSuchProcess { pid, request })
             }
+            Answer::MailboxFull(payload) => {
+                let Request { request, reply } =
+                    payload.downcast::<Request<Q, R>>().map_err(wrong)?;
+                reply.disarm();
+                Err(CallError::MailboxFull { pid, request })
+            }
         }
     }
 
@@ -784,12 +870,22 @@ impl CallAnswer {
     }
 
     /// A call's request that never reached `callee`, given back (for the testing
-    /// harness).
-    pub(crate) fn undelivered<Q: Any + Send, R: Any + Send>(callee: Pid, request: Q) -> Self {
+    /// harness): `full`, refused by a full mailbox; else no such process.
+    pub(crate) fn undelivered<Q: Any + Send, R: Any + Send>(
+        callee: Pid,
+        request: Q,
+        full: bool,
+    ) -> Self {
         let slot = Arc::new(CallSlot::new());
         let mut request = Request::<Q, R>::new(request, slot);
         request.reply.slot = None;
-        Self::new(callee, Answer::NoSuchProcess(Payload::new(request)))
+        let payload = Payload::new(request);
+        let answer = if full {
+            Answer::MailboxFull(payload)
+        } else {
+            Answer::NoSuchProcess(payload)
+        };
+        Self::new(callee, answer)
     }
 }
 
@@ -801,6 +897,7 @@ impl fmt::Debug for CallAnswer {
             Answer::CalleeDied(_) => "callee died",
             Answer::TimedOut => "timed out",
             Answer::NoSuchProcess(_) => "no such process",
+            Answer::MailboxFull(_) => "mailbox full",
         };
         f.debug_struct("CallAnswer")
             .field("callee", &self.callee)
@@ -855,7 +952,7 @@ pub(crate) fn handle_call(timers: &Arc<Timers>, call: Call, done: Completer<Call
         // Whatever the monitor said of a dead callee, or a reply dropped, is dropped.
         let _ = slot.give_up_any();
         shared.timers.cancel(cell.timers(), tag);
-        let answer = CallAnswer::new(callee, Answer::NoSuchProcess(error.into_payload()));
+        let answer = CallAnswer::new(callee, Answer::undelivered(error));
         completer.deliver(Ok(Payload::new(answer)));
         return;
     }

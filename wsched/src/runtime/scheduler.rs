@@ -702,8 +702,11 @@ impl Handle {
     ///
     /// # Errors
     /// [`CallError::NoSuchProcess`](crate::CallError::NoSuchProcess) (with the
-    /// request back) when `pid` is not live; `CalleeDied` when it ends before it
-    /// replies; `NoReply` when it drops the reply unanswered; `Timeout`.
+    /// request back) when `pid` is not live;
+    /// [`CallError::MailboxFull`](crate::CallError::MailboxFull) (with the request
+    /// back) when it is live but its bounded mailbox is full and rejects; `CalleeDied`
+    /// when it ends before it replies; `NoReply` when it drops the reply unanswered;
+    /// `Timeout`.
     pub fn call<Q: Any + Send, R: Any + Send>(
         &self,
         pid: Pid,

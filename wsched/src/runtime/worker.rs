@@ -294,6 +294,14 @@ loom::thread_local! {
     static CURRENT: RefCell<Option<Current>> = RefCell::new(None);
 }
 
+/// Whether the calling thread is a worker of any scheduler (and not in its
+/// thread-locals' destructors).
+pub(crate) fn on_a_worker() -> bool {
+    CURRENT
+        .try_with(|current| current.try_borrow().map_or(true, |c| c.is_some()))
+        .unwrap_or(false)
+}
+
 /// Whether the calling thread is one of `shared`'s workers.
 pub(crate) fn is_worker_of(shared: &Shared) -> bool {
     caller(shared) != Caller::Outside
@@ -458,6 +466,9 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
                 if let (Err(panic), Some(task)) = (stepped, &slot) {
                     recover(shared, task, &*panic, &mut events, &mut out);
                 }
+                // Replies dropped while the run unwound answer now that a panic
+                // that ended the process has ended it (see `calls.rs`).
+                super::calls::unwound::settle();
             }
             None => {
                 if let (0, Some(r)) = (idle_rounds, &shared.recorder) {
@@ -481,6 +492,7 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
         }
     }
 
+    super::calls::unwound::settle();
     // Taken out before it is dropped: dropping it drops the kept handles and may
     // destroy cells, which look at this thread-local.
     let current = CURRENT.with(|current| current.borrow_mut().take());
