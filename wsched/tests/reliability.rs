@@ -544,3 +544,223 @@ fn a_process_woken_during_a_long_step_runs_on_an_idle_worker() {
     assert!(s.metrics().total().lifo_steals >= 1);
     drop(ManuallyDrop::into_inner(s));
 }
+
+// ---- the last Scheduler, and thread-local destructors ---------------------------------
+
+/// Runs `at_exit` in a thread-local destructor of a new thread, after the thread
+/// ran `touch` (which reaches the scheduler's own thread-locals, so that they are
+/// destroyed first: destructors run in reverse order of registration). Returns once
+/// the thread is gone; before the fix, the scheduler's call in `at_exit` panicked
+/// there, which aborts the whole test program.
+fn at_thread_exit(at_exit: impl FnOnce() + Send + 'static, touch: impl FnOnce() + Send + 'static) {
+    struct OnExit(Option<Box<dyn FnOnce()>>);
+    impl Drop for OnExit {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    thread_local! {
+        static ON_EXIT: std::cell::RefCell<Option<OnExit>> = const { std::cell::RefCell::new(None) };
+    }
+    let (done_tx, done) = mpsc::channel();
+    thread::spawn(move || {
+        ON_EXIT.with(|slot| {
+            *slot.borrow_mut() = Some(OnExit(Some(Box::new(move || {
+                at_exit();
+                let _ = done_tx.send(());
+            }))));
+        });
+        touch();
+    });
+    done.recv_timeout(PATIENCE)
+        .expect("the thread-local destructor ran to its end");
+}
+
+/// A process that finishes with the first message it receives.
+fn first_message() -> Scripted {
+    Scripted::new(|_, events, out| {
+        for event in events {
+            if let Event::Message(m) = event {
+                out.set_status(Status::Done(m.payload));
+                return Ok(());
+            }
+        }
+        out.set_status(Status::WaitingForMessage);
+        Ok(())
+    })
+}
+
+#[test]
+fn a_send_from_a_thread_local_destructor_is_delivered() {
+    let s = scheduler(1);
+    let pid = s.spawn(first_message(), "run", ()).unwrap();
+    let (handle, touching) = (s.handle(), s.handle());
+    at_thread_exit(
+        move || handle.send(pid, 7_u32).expect("delivered"),
+        move || {
+            let _ = touching.send(wsched::Pid::from_raw(u64::MAX >> 8), ());
+        },
+    );
+    let got = s.wait_timeout(pid, PATIENCE).unwrap();
+    assert_eq!(got.downcast::<u32>().unwrap(), 7);
+    ManuallyDrop::into_inner(s);
+}
+
+#[test]
+fn a_completer_dropped_in_a_thread_local_destructor_completes_with_dropped() {
+    struct Held;
+    impl Command for Held {
+        type Output = ();
+    }
+    let (completers_tx, completers) = mpsc::channel::<Completer<Held>>();
+    let completers_tx = std::sync::Mutex::new(completers_tx);
+    let s = ManuallyDrop::new(
+        Scheduler::builder()
+            .workers(1)
+            .handler(move |Held, done: Completer<Held>| {
+                completers_tx.lock().unwrap().send(done).unwrap();
+            })
+            .build()
+            .unwrap(),
+    );
+    let pid = s
+        .spawn(
+            collect_completions(|out| out.yield_command(Tag(1), Held), |c| c.result.is_ok()),
+            "run",
+            (),
+        )
+        .unwrap();
+    let completer = completers.recv_timeout(PATIENCE).unwrap();
+    let touching = s.handle();
+    at_thread_exit(
+        move || drop(completer),
+        move || {
+            let _ = touching.send(wsched::Pid::from_raw(u64::MAX >> 8), ());
+        },
+    );
+    let results = s.wait_timeout(pid, PATIENCE).unwrap();
+    let results: Vec<(u64, bool)> = results.downcast().unwrap();
+    assert_eq!(results, [(1, false)], "dropped, not completed");
+    ManuallyDrop::into_inner(s);
+}
+
+#[test]
+fn the_last_scheduler_dropped_in_a_thread_local_destructor_shuts_down() {
+    let s = ManuallyDrop::into_inner(scheduler(2));
+    let handle = s.handle();
+    let pid = s.spawn(first_message(), "run", ()).unwrap();
+    let down = s.monitor(pid);
+    let touching = s.handle();
+    at_thread_exit(
+        move || drop(s),
+        move || {
+            let _ = touching.send(wsched::Pid::from_raw(u64::MAX >> 8), ());
+        },
+    );
+    assert!(
+        down.wait_timeout(PATIENCE).is_some(),
+        "its process was stopped"
+    );
+    assert!(matches!(
+        handle.spawn(Answer(0), "run", ()),
+        Err(SpawnError::ShuttingDown)
+    ));
+    assert_eq!(handle.metrics().live, 0);
+}
+
+#[test]
+fn killing_the_process_that_holds_the_last_scheduler_returns_and_shuts_down() {
+    let s = ManuallyDrop::into_inner(scheduler(2));
+    let handle = s.handle();
+    let held = Some(s);
+    let holder = Scripted::new(move |_, _, out| {
+        // The body owns the last Scheduler: it is dropped with the body.
+        assert!(held.is_some());
+        out.set_status(Status::WaitingForMessage);
+        Ok(())
+    });
+    let pid = handle.spawn(holder, "run", ()).unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    while !handle
+        .processes()
+        .iter()
+        .any(|p| p.pid == pid && p.state == ProcessState::WaitingForMessage)
+    {
+        assert!(Instant::now() < deadline, "the holder never waited");
+        thread::yield_now();
+    }
+    let killer = handle.clone();
+    let (killed_tx, killed) = mpsc::channel();
+    // On a thread of its own: before the fix, this kill never returned.
+    thread::spawn(move || {
+        killer.kill(pid).unwrap();
+        let _ = killed_tx.send(());
+    });
+    killed.recv_timeout(PATIENCE).expect("the kill returned");
+    let deadline = Instant::now() + PATIENCE;
+    while !matches!(
+        handle.spawn(Answer(0), "run", ()),
+        Err(SpawnError::ShuttingDown)
+    ) || handle.metrics().live > 0
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the scheduler was never shut down"
+        );
+        thread::yield_now();
+    }
+}
+
+#[test]
+fn the_last_scheduler_dropped_on_its_timer_thread_finishes_its_release() {
+    /// A timed message that owns the last Scheduler.
+    struct Owner(#[allow(dead_code)] Scheduler);
+    struct Block;
+    impl Command for Block {
+        type Output = ();
+    }
+    let s = Scheduler::builder()
+        .workers(1)
+        .blocking_threads(1)
+        // The blocking thread stays until the scheduler's release stops it.
+        .blocking_keep_alive(Duration::from_secs(3600))
+        .blocking_handler(|Block, done: Completer<Block>| done.complete(()))
+        .build()
+        .unwrap();
+    let handle = s.handle();
+    // A blocking thread exists, idle: only the release's end stops it.
+    let job = s
+        .spawn(
+            collect_completions(|out| out.yield_command(Tag(1), Block), |c| c.result.is_ok()),
+            "run",
+            (),
+        )
+        .unwrap();
+    s.wait_timeout(job, PATIENCE).unwrap();
+    assert_eq!(handle.metrics().blocking_threads, 1);
+
+    let target = s.spawn(first_message(), "run", ()).unwrap();
+    let down = s.monitor(target);
+    handle
+        .send_after(target, Owner(s), Duration::from_millis(50))
+        .unwrap();
+    // The target ends before the timer fires: the timer thread drops the message,
+    // and the last Scheduler with it.
+    handle.send(target, "end").unwrap();
+    down.wait_timeout(PATIENCE).expect("the target ended");
+    let deadline = Instant::now() + PATIENCE;
+    while handle.metrics().blocking_threads > 0 || handle.metrics().pending_timers > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the release stopped short: {:?}",
+            handle.metrics()
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
+    assert!(matches!(
+        handle.spawn(Answer(0), "run", ()),
+        Err(SpawnError::ShuttingDown)
+    ));
+}

@@ -388,10 +388,14 @@ impl Scheduler {
 
 impl Drop for Scheduler {
     /// Shuts down with a zero timeout. Dropped from inside one of its own processes
-    /// (a worker thread), it cannot wait for that process to end, so it hands the
-    /// shutdown to a new thread and returns at once.
+    /// (a worker thread), or by a thread in the middle of ending a process (a kill
+    /// from outside dropping the body that owned the last `Scheduler`), it cannot
+    /// wait for that process to end, so it hands the shutdown to a new thread and
+    /// returns at once.
     fn drop(&mut self) {
-        if super::worker::is_worker_of(&self.handle.shared) {
+        if super::worker::is_worker_of(&self.handle.shared)
+            || super::shared::ending_a_process_here()
+        {
             let orphan = Scheduler {
                 handle: self.handle.clone(),
                 threads: Mutex::new(std::mem::take(&mut *self.threads.lock())),

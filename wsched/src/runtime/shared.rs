@@ -516,6 +516,9 @@ impl Shared {
         mut owned: Owned<'_>,
         mut result: Result<Payload, ProcessError>,
     ) -> Option<Ended> {
+        // Until the end is counted, this thread holds up a shutdown: what the end
+        // drops (the body, unread messages) may hold the last `Scheduler`.
+        let _ending = EndingHere::enter();
         let leftovers = owned.close_mailbox();
         // Read after the mailbox is closed, which orders it against a monitor or a
         // link being set (see `monitors.rs`). One relaxed load until then.
@@ -839,6 +842,40 @@ impl Shared {
         }
         self.registry.clear();
     }
+}
+
+std::thread_local! {
+    /// How many process ends this thread is in the middle of (see [`EndingHere`]).
+    static ENDING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Marks this thread as ending a process, from before it drops anything of the
+/// process until its end is counted. A `Scheduler` dropped meanwhile on this thread
+/// (a process's body or message owned the last one) must not wait here for the
+/// processes to end: this one cannot, until the drop returns (see
+/// `Scheduler::drop`).
+struct EndingHere;
+
+impl EndingHere {
+    #[inline]
+    fn enter() -> Self {
+        // A thread whose thread-locals are gone ends no process: workers never get
+        // there, and an outside thread's end then simply is not marked.
+        let _ = ENDING.try_with(|n| n.set(n.get() + 1));
+        Self
+    }
+}
+
+impl Drop for EndingHere {
+    #[inline]
+    fn drop(&mut self) {
+        let _ = ENDING.try_with(|n| n.set(n.get() - 1));
+    }
+}
+
+/// Whether this thread is in the middle of ending a process (see [`EndingHere`]).
+pub(crate) fn ending_a_process_here() -> bool {
+    ENDING.try_with(|n| n.get() > 0).unwrap_or(false)
 }
 
 /// The report of a process that ended for `reason`, if it is a detached one that

@@ -178,7 +178,9 @@ pub(crate) fn with_destination<R>(
     f: impl FnOnce(&Task) -> R,
 ) -> Option<R> {
     let mut f = Some(f);
-    let cached = CURRENT.with(|current| {
+    // `try_with`: a send may come from another thread-local's destructor, after
+    // this one is gone; that thread is no worker.
+    let cached = CURRENT.try_with(|current| {
         let current = current.try_borrow().ok()?;
         let current = current.as_ref()?;
         if !std::ptr::eq(current.shared, shared) {
@@ -209,8 +211,8 @@ pub(crate) fn with_destination<R>(
         Some(Some(result))
     });
     match cached {
-        Some(result) => result,
-        None => shared.with_cell(pid, f.take()?),
+        Ok(Some(result)) => result,
+        Ok(None) | Err(_) => shared.with_cell(pid, f.take()?),
     }
 }
 
@@ -275,13 +277,16 @@ pub(crate) enum Caller {
     Outside,
 }
 
-/// Who is calling into `shared`.
+/// Who is calling into `shared`. A thread whose thread-local is gone (a call from
+/// another thread-local's destructor) is outside: workers never get there.
 #[inline]
 pub(crate) fn caller(shared: &Shared) -> Caller {
-    CURRENT.with(|current| match &*current.borrow() {
-        Some(current) if std::ptr::eq(current.shared, shared) => Caller::Worker(current.index),
-        _ => Caller::Outside,
-    })
+    CURRENT
+        .try_with(|current| match &*current.borrow() {
+            Some(current) if std::ptr::eq(current.shared, shared) => Caller::Worker(current.index),
+            _ => Caller::Outside,
+        })
+        .unwrap_or(Caller::Outside)
 }
 
 #[cfg(not(loom))]
@@ -310,15 +315,18 @@ pub(crate) fn is_worker_of(shared: &Shared) -> bool {
 /// Runs `f` with this thread's worker core if the thread is one of `shared`'s
 /// workers and the core is not borrowed (it never is while a process runs).
 fn with_core<R>(shared: &Shared, f: impl FnOnce(&mut Core) -> R) -> Option<R> {
-    CURRENT.with(|current| {
-        let current = current.borrow();
-        let current = current.as_ref()?;
-        if !std::ptr::eq(current.shared, shared) {
-            return None;
-        }
-        let mut core = current.core.try_borrow_mut().ok()?;
-        Some(f(&mut core))
-    })
+    CURRENT
+        .try_with(|current| {
+            let current = current.borrow();
+            let current = current.as_ref()?;
+            if !std::ptr::eq(current.shared, shared) {
+                return None;
+            }
+            let mut core = current.core.try_borrow_mut().ok()?;
+            Some(f(&mut core))
+        })
+        .ok()
+        .flatten()
 }
 
 /// Queues a newly spawned process: into this worker's LIFO slot if spawned by one
