@@ -218,8 +218,9 @@ impl Monitor {
     /// Blocks until the `Down` comes or `timeout` runs out (`None`). The `Down` stays:
     /// later calls return it again.
     ///
-    /// A scheduler dropped while the target still runs ends no process, so no `Down`
-    /// comes: use a timeout that fits.
+    /// Shutting the scheduler down (or dropping it) ends every process still running,
+    /// and each end sends its `Down` as any end does. A `Down` only fails to come
+    /// while the target runs on: use a timeout that fits how long it may.
     pub fn wait_timeout(&self, timeout: Duration) -> Option<Down> {
         // A timeout too long to represent waits for as long as it takes.
         let deadline = Instant::now().checked_add(timeout);
