@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 
 use support::{quiet_expected_panics, Scripted};
 use wsched::supervisor::{
-    ChildInfo, ChildKind, ChildSpec, Children, Restart, Strategy, Supervisor, SupervisorError,
-    SupervisorHandle, SupervisorState, WhichChildren,
+    ChildError, ChildInfo, ChildKind, ChildSpec, Children, DeleteChild, Restart, RestartChild,
+    StartChild, Strategy, Supervisor, SupervisorError, SupervisorHandle, SupervisorState,
+    TerminateChild, WhichChildren,
 };
 use wsched::testing::TestProcess;
 use wsched::{
@@ -1216,5 +1217,310 @@ fn a_supervisor_that_gives_up_shows_no_pid_for_the_child_that_crashed() {
         children.iter().all(|c| c.pid.is_none()),
         "no child runs once the supervisor ended: {children:?}"
     );
+    s.shutdown(PATIENCE);
+}
+
+// ---- dynamic supervision ------------------------------------------------------------
+
+fn ids(view: &SupervisorHandle) -> Vec<String> {
+    view.children().into_iter().map(|c| c.id).collect()
+}
+
+#[test]
+fn children_are_added_stopped_started_again_and_deleted_at_run_time() {
+    let s = scheduler(2);
+    let h = s.handle();
+    let log = Log::default();
+    let sup = Supervisor::new(Strategy::OneForOne).child(worker("a", &log, Mode::Obedient));
+    let view = sup.handle();
+    s.spawn(sup, Supervisor::ENTRY, ()).unwrap();
+    running(&view, |_| true);
+
+    let b = view
+        .start_child(&h, worker("b", &log, Mode::Obedient), PATIENCE)
+        .unwrap();
+    assert_eq!(ids(&view), ["a", "b"]);
+    assert_eq!(view.child("b").unwrap().pid, Some(b));
+    assert_eq!(
+        view.start_child(&h, worker("b", &log, Mode::Obedient), PATIENCE),
+        Err(ChildError::AlreadyPresent { id: "b".into() })
+    );
+    assert_eq!(
+        view.restart_child(&h, "b", PATIENCE),
+        Err(ChildError::Running {
+            id: "b".into(),
+            pid: b
+        })
+    );
+    assert_eq!(
+        view.delete_child(&h, "b", PATIENCE),
+        Err(ChildError::Running {
+            id: "b".into(),
+            pid: b
+        })
+    );
+    take(&log);
+
+    // Terminated: stopped as at shutdown, answered once it ended, not restarted.
+    let b_down = s.monitor(b);
+    view.terminate_child(&h, "b", PATIENCE).unwrap();
+    assert_eq!(
+        b_down
+            .wait_timeout(Duration::ZERO)
+            .expect("ended before the answer")
+            .reason,
+        ExitReason::Cancelled
+    );
+    assert_eq!(take(&log), [Ev::Cancelled("b"), Ev::Closed("b")]);
+    assert_eq!(view.child("b").unwrap().pid, None);
+    assert_eq!(view.state(), SupervisorState::Running);
+    // Terminating a stopped child changes nothing.
+    view.terminate_child(&h, "b", PATIENCE).unwrap();
+
+    let b2 = view.restart_child(&h, "b", PATIENCE).unwrap();
+    assert_ne!(b2, b);
+    assert_eq!(view.child("b").unwrap().restarts, 1);
+    assert_eq!(take(&log), [Ev::Started("b")]);
+
+    view.terminate_child(&h, "b", PATIENCE).unwrap();
+    view.delete_child(&h, "b", PATIENCE).unwrap();
+    assert_eq!(ids(&view), ["a"]);
+    for result in [
+        view.restart_child(&h, "b", PATIENCE).map(|_| ()),
+        view.terminate_child(&h, "b", PATIENCE),
+        view.delete_child(&h, "b", PATIENCE),
+    ] {
+        assert_eq!(result, Err(ChildError::NotFound { id: "b".into() }));
+    }
+    // A deleted child's id is free again.
+    view.start_child(&h, worker("b", &log, Mode::Obedient), PATIENCE)
+        .unwrap();
+    assert_eq!(ids(&view), ["a", "b"]);
+    assert_eq!(view.restarts(), 0, "requests are not restarts");
+    s.shutdown(PATIENCE);
+}
+
+#[test]
+fn a_child_that_cannot_start_is_an_answer_not_the_supervisors_end() {
+    let s = scheduler(2);
+    let h = s.handle();
+    let log = Log::default();
+    let sup = Supervisor::new(Strategy::OneForOne).child(worker("a", &log, Mode::Obedient));
+    let view = sup.handle();
+    s.spawn(sup, Supervisor::ENTRY, ()).unwrap();
+    running(&view, |_| true);
+    let log2 = log.clone();
+    let wrong_entry = ChildSpec::new(
+        "wrong",
+        move || Worker {
+            id: "wrong",
+            log: log2.clone(),
+            mode: Mode::Obedient,
+        },
+        "no_such_entry",
+        (),
+    );
+    match view.start_child(&h, wrong_entry, PATIENCE) {
+        Err(ChildError::StartFailed { id, message }) => {
+            assert_eq!(id, "wrong");
+            assert!(message.contains("no_such_entry"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(ids(&view), ["a"], "a spec that never ran is not kept");
+    assert_eq!(view.state(), SupervisorState::Running);
+    s.shutdown(PATIENCE);
+}
+
+#[test]
+fn a_terminated_child_is_left_out_of_group_restarts_and_shutdown() {
+    let s = scheduler(2);
+    let h = s.handle();
+    let log = Log::default();
+    let sup = Supervisor::new(Strategy::OneForAll)
+        .child(worker("a", &log, Mode::Obedient))
+        .child(worker("b", &log, Mode::Obedient))
+        .child(worker("c", &log, Mode::Obedient));
+    let view = sup.handle();
+    let sup_pid = s.spawn(sup, Supervisor::ENTRY, ()).unwrap();
+    let pids = running(&view, |_| true);
+    view.terminate_child(&h, "b", PATIENCE).unwrap();
+    take(&log);
+    end_child(&s, pids[0], Cmd::Fail);
+    view.wait_for(PATIENCE, |c| {
+        (c[0].restarts == 1 && c[0].pid.is_some() && c[2].pid.is_some()).then_some(())
+    })
+    .expect("a and c restarted");
+    assert_eq!(view.child("b").unwrap().pid, None, "b stays stopped");
+    assert_eq!(
+        take(&log),
+        [
+            Ev::Closed("a"),
+            Ev::Cancelled("c"),
+            Ev::Closed("c"),
+            Ev::Started("a"),
+            Ev::Started("c"),
+        ]
+    );
+    assert_eq!(stop(&s, sup_pid), ExitReason::Cancelled);
+    assert_eq!(s.metrics().live, 0);
+}
+
+#[test]
+fn a_child_that_ignores_its_termination_is_killed_after_its_timeout() {
+    let s = scheduler(2);
+    let h = s.handle();
+    let log = Log::default();
+    let sup = Supervisor::new(Strategy::OneForOne)
+        .child(worker("stubborn", &log, Mode::Stubborn).shutdown(Duration::from_millis(50)));
+    let view = sup.handle();
+    s.spawn(sup, Supervisor::ENTRY, ()).unwrap();
+    let pids = running(&view, |_| true);
+    let down = s.monitor(pids[0]);
+    view.terminate_child(&h, "stubborn", PATIENCE).unwrap();
+    assert_eq!(
+        down.wait_timeout(Duration::ZERO)
+            .expect("ended before the answer")
+            .reason,
+        ExitReason::Killed
+    );
+    s.shutdown(PATIENCE);
+}
+
+#[test]
+fn requests_to_a_supervisor_shutting_down_or_gone_are_refused() {
+    let s = scheduler(2);
+    let h = s.handle();
+    let log = Log::default();
+    let sup = Supervisor::new(Strategy::OneForOne)
+        .child(worker("stubborn", &log, Mode::Stubborn).shutdown(Duration::MAX));
+    let view = sup.handle();
+    let sup_pid = s.spawn(sup, Supervisor::ENTRY, ()).unwrap();
+    let pids = running(&view, |_| true);
+    let sup_down = s.monitor(sup_pid);
+    s.cancel(sup_pid).unwrap();
+    assert!(view.wait_state(SupervisorState::ShuttingDown, PATIENCE));
+    assert_eq!(
+        view.start_child(&h, worker("late", &log, Mode::Obedient), PATIENCE),
+        Err(ChildError::ShuttingDown)
+    );
+    assert_eq!(
+        view.terminate_child(&h, "stubborn", PATIENCE),
+        Err(ChildError::ShuttingDown)
+    );
+    s.kill(pids[0]).unwrap();
+    sup_down.wait_timeout(PATIENCE).expect("it ended");
+    match view.restart_child(&h, "stubborn", PATIENCE) {
+        Err(ChildError::Unreachable { message }) => {
+            assert!(message.contains("no such process"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_subtree_is_reached_and_changed_through_its_parents_handle() {
+    let s = scheduler(2);
+    let h = s.handle();
+    let log = Log::default();
+    let inner_log = log.clone();
+    let root =
+        Supervisor::new(Strategy::OneForOne).child(ChildSpec::supervisor("web", move || {
+            Supervisor::new(Strategy::OneForOne).child(worker(
+                "listener",
+                &inner_log,
+                Mode::Obedient,
+            ))
+        }));
+    let view = root.handle();
+    s.spawn(root, Supervisor::ENTRY, ()).unwrap();
+    let web_pid = running(&view, |_| true)[0];
+    assert!(view.supervisor("nope").is_none());
+    let web = view.supervisor("web").expect("a child supervisor");
+    assert_eq!(web.pid(), Some(web_pid));
+    running(&web, |_| true);
+    web.start_child(&h, worker("cache", &log, Mode::Obedient), PATIENCE)
+        .unwrap();
+    assert_eq!(ids(&web), ["listener", "cache"]);
+    // Restarted, the subtree is a new supervisor: the handle follows it.
+    let web_down = s.monitor(web_pid);
+    s.kill(web_pid).unwrap();
+    web_down.wait_timeout(PATIENCE).expect("web ended");
+    let restarted = view
+        .wait_for(PATIENCE, |c| {
+            (c[0].restarts == 1).then_some(())?;
+            c[0].pid
+        })
+        .expect("web restarted");
+    let web = view.supervisor("web").unwrap();
+    assert_eq!(web.pid(), Some(restarted));
+    running(&web, |_| true);
+    assert_eq!(ids(&web), ["listener"], "built afresh by its factory");
+    s.shutdown(PATIENCE);
+}
+
+/// Adds and removes a child by calls from inside a process.
+struct Manager {
+    supervisor: Pid,
+    log: Log,
+}
+
+#[wsched::process]
+impl Manager {
+    #[entry]
+    fn run(&mut self) -> Result<Vec<String>, wsched::BoxError> {
+        use wsched::prelude::*;
+        let mut seen = Vec::new();
+        let spec = worker("dyn", &self.log, Mode::Obedient);
+        let started: Result<Pid, ChildError> = call!(self.supervisor, StartChild(spec))?;
+        seen.push(format!("start {}", started.is_ok()));
+        let again: Result<Pid, ChildError> = call!(
+            self.supervisor,
+            StartChild(worker("dyn", &self.log, Mode::Obedient))
+        )?;
+        seen.push(format!("{}", again.unwrap_err()));
+        let stopped: Result<(), ChildError> = call!(self.supervisor, TerminateChild("dyn".into()))?;
+        seen.push(format!("terminate {}", stopped.is_ok()));
+        let deleted: Result<(), ChildError> = call!(self.supervisor, DeleteChild("dyn".into()))?;
+        seen.push(format!("delete {}", deleted.is_ok()));
+        let missing: Result<Pid, ChildError> = call!(self.supervisor, RestartChild("dyn".into()))?;
+        seen.push(format!("{}", missing.unwrap_err()));
+        Ok(seen)
+    }
+}
+
+#[test]
+fn a_process_manages_children_with_calls() {
+    let s = scheduler(2);
+    let log = Log::default();
+    let sup = Supervisor::new(Strategy::OneForOne);
+    let view = sup.handle();
+    let supervisor = s.spawn(sup, Supervisor::ENTRY, ()).unwrap();
+    let manager = s
+        .spawn(
+            Manager {
+                supervisor,
+                log: log.clone(),
+            },
+            "run",
+            (),
+        )
+        .unwrap();
+    let seen: Vec<String> = s
+        .wait_timeout(manager, PATIENCE)
+        .unwrap()
+        .downcast()
+        .unwrap();
+    assert_eq!(
+        seen,
+        [
+            "start true".to_owned(),
+            ChildError::AlreadyPresent { id: "dyn".into() }.to_string(),
+            "terminate true".to_owned(),
+            "delete true".to_owned(),
+            ChildError::NotFound { id: "dyn".into() }.to_string(),
+        ]
+    );
+    assert!(view.children().is_empty());
     s.shutdown(PATIENCE);
 }

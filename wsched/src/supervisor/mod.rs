@@ -110,6 +110,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod dynamic;
 mod process;
 mod spec;
 mod strategy;
@@ -123,8 +124,10 @@ use parking_lot::{Condvar, Mutex};
 use crate::context::Context;
 use crate::exit::ExitReason;
 use crate::pid::Pid;
+use crate::runtime::Handle;
 use crate::type_name::plural;
 
+pub use dynamic::{ChildError, DeleteChild, RestartChild, StartChild, TerminateChild};
 pub use spec::{ChildKind, ChildSpec, Restart};
 pub use strategy::{Intensity, Strategy};
 
@@ -149,6 +152,9 @@ pub struct Supervisor {
     pending: Pending,
     /// Set when the supervisor ends: `None` cancelled, `Some` failed.
     outcome: Option<Option<SupervisorError>>,
+    /// Dynamic supervision requests waiting for a group restart or a termination
+    /// to finish (see `dynamic.rs`).
+    requests: std::collections::VecDeque<dynamic::DynamicRequest>,
     view: Arc<Shared>,
 }
 
@@ -157,8 +163,12 @@ struct Child {
     spec: ChildSpec,
     pid: Option<Pid>,
     restarts: u64,
-    /// A temporary child that ended: never started again, not listed.
+    /// A temporary child that ended, or a deleted one: never started again, not
+    /// listed.
     removed: bool,
+    /// Stopped by a [`TerminateChild`] request: not started again until a
+    /// [`RestartChild`] request.
+    terminated: bool,
 }
 
 impl Supervisor {
@@ -179,6 +189,7 @@ impl Supervisor {
             restarts: 0,
             pending: Pending::new(),
             outcome: None,
+            requests: std::collections::VecDeque::new(),
             view: Arc::new(Shared::default()),
         }
     }
@@ -197,6 +208,12 @@ impl Supervisor {
     /// Ids must be unique: a supervisor with two children of the same id refuses to
     /// start ([`SpawnError::Init`](crate::SpawnError::Init)).
     pub fn child(mut self, spec: ChildSpec) -> Self {
+        self.push_child(spec);
+        self
+    }
+
+    /// Adds `spec` last, not started, to the children and the published view.
+    fn push_child(&mut self, spec: ChildSpec) {
         let info = ChildInfo {
             id: spec.id().to_owned(),
             pid: None,
@@ -204,14 +221,18 @@ impl Supervisor {
             restart: spec.restart_kind(),
             kind: spec.kind(),
         };
-        self.view.state.lock().children.push(Some(info));
+        {
+            let mut view = self.view.state.lock();
+            view.children.push(Some(info));
+            view.nested.push(spec.nested_handle());
+        }
         self.children.push(Child {
             spec,
             pid: None,
             restarts: 0,
             removed: false,
+            terminated: false,
         });
-        self
     }
 
     /// Where the intensity window reads the time (default [`Instant::now`]): a test
@@ -389,6 +410,9 @@ struct View {
     pid: Option<Pid>,
     /// By child index; `None` for removed children.
     children: Vec<Option<ChildInfo>>,
+    /// By child index: where a child supervisor's spec puts the handle of the
+    /// supervisor each start builds (`None` for workers).
+    nested: Vec<Option<spec::NestedHandle>>,
     restarts: u64,
     state: SupervisorState,
     error: Option<SupervisorError>,
@@ -428,6 +452,92 @@ impl SupervisorHandle {
             .flatten()
             .find(|c| c.id == id)
             .cloned()
+    }
+
+    /// The handle of child supervisor `id` as it runs now (each restart builds a
+    /// new one): reach a subtree from its root. `None` if there is no such child, it
+    /// is a worker, or it has not started yet.
+    pub fn supervisor(&self, id: &str) -> Option<SupervisorHandle> {
+        let view = self.shared.state.lock();
+        let index = view
+            .children
+            .iter()
+            .position(|c| c.as_ref().is_some_and(|c| c.id == id))?;
+        let nested = view.nested.get(index)?.as_ref()?.clone();
+        drop(view);
+        let handle = nested.lock().clone();
+        handle
+    }
+
+    /// Adds a child to the running supervisor and starts it (see [`StartChild`]),
+    /// calling it through `scheduler` from this thread; waits at most `timeout` for
+    /// the answer. A process sends the same request with `call!`.
+    ///
+    /// # Errors
+    /// As [`StartChild`] says, or [`ChildError::Unreachable`] when the supervisor is
+    /// not running (or not spawned yet) or does not answer within `timeout`.
+    pub fn start_child(
+        &self,
+        scheduler: &Handle,
+        spec: ChildSpec,
+        timeout: Duration,
+    ) -> Result<Pid, ChildError> {
+        self.request(scheduler, StartChild(spec), timeout)
+    }
+
+    /// Stops child `id` and keeps its spec (see [`TerminateChild`]); returns once it
+    /// has ended.
+    ///
+    /// # Errors
+    /// As [`start_child`](Self::start_child).
+    pub fn terminate_child(
+        &self,
+        scheduler: &Handle,
+        id: &str,
+        timeout: Duration,
+    ) -> Result<(), ChildError> {
+        self.request(scheduler, TerminateChild(id.to_owned()), timeout)
+    }
+
+    /// Starts stopped child `id` again (see [`RestartChild`]).
+    ///
+    /// # Errors
+    /// As [`start_child`](Self::start_child).
+    pub fn restart_child(
+        &self,
+        scheduler: &Handle,
+        id: &str,
+        timeout: Duration,
+    ) -> Result<Pid, ChildError> {
+        self.request(scheduler, RestartChild(id.to_owned()), timeout)
+    }
+
+    /// Removes stopped child `id`'s spec (see [`DeleteChild`]).
+    ///
+    /// # Errors
+    /// As [`start_child`](Self::start_child).
+    pub fn delete_child(
+        &self,
+        scheduler: &Handle,
+        id: &str,
+        timeout: Duration,
+    ) -> Result<(), ChildError> {
+        self.request(scheduler, DeleteChild(id.to_owned()), timeout)
+    }
+
+    /// Calls the supervisor with a dynamic supervision request.
+    fn request<Q: std::any::Any + Send, R: std::any::Any + Send>(
+        &self,
+        scheduler: &Handle,
+        request: Q,
+        timeout: Duration,
+    ) -> Result<R, ChildError> {
+        let pid = self.pid().ok_or_else(|| ChildError::Unreachable {
+            message: "the supervisor has not been spawned".to_owned(),
+        })?;
+        scheduler
+            .call::<Q, Result<R, ChildError>>(pid, request, timeout)
+            .map_err(ChildError::unreachable)?
     }
 
     /// Restarts made so far (what the intensity counts: a group restart once).

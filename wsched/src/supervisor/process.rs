@@ -10,6 +10,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use super::spec::ChildSpec;
 use crate::command::TimerRef;
 use crate::context::Context;
 use crate::error::{InitError, SpawnError, StepError, YieldError};
@@ -17,8 +18,11 @@ use crate::exit::ExitReason;
 use crate::payload::Payloads;
 use crate::pid::Pid;
 use crate::process::{Event, Events, Message, Process, Status, StepOutput};
-use crate::runtime::{Down, Exit, MonitorRef};
+use crate::runtime::{Down, Exit, MonitorRef, Reply, Request};
 
+use super::dynamic::{
+    ChildError, DeleteChild, DynamicRequest, RestartChild, StartChild, TerminateChild,
+};
 use super::spec::Restart;
 use super::{ChildInfo, Children, Supervisor, SupervisorError, SupervisorState, WhichChildren};
 
@@ -55,6 +59,8 @@ struct Current {
 enum Then {
     /// Start these children again, in this (start) order.
     Restart(Vec<usize>),
+    /// A [`TerminateChild`] request: answer it, the child stopped.
+    Terminate(Reply<Result<(), ChildError>>),
     /// End the supervisor: cancelled (`None`) or failed.
     End(Option<SupervisorError>),
 }
@@ -160,7 +166,7 @@ impl Supervisor {
         let mut again = Vec::new();
         for j in group {
             let child = &self.children[j];
-            if child.removed {
+            if child.removed || child.terminated {
                 continue;
             }
             if j != index && child.pid.is_some() {
@@ -201,7 +207,11 @@ impl Supervisor {
                     .into_iter()
                     .filter(|&i| Some(i) != current)
                     .collect();
-                stopping.then = Then::End(error);
+                if let Then::Terminate(reply) =
+                    std::mem::replace(&mut stopping.then, Then::End(error))
+                {
+                    reply.send(Err(ChildError::ShuttingDown));
+                }
             }
             Phase::Starting | Phase::Running => {
                 self.phase = Phase::Stopping(Stopping {
@@ -290,7 +300,12 @@ impl Supervisor {
                                 self.start_child(index, true);
                             }
                         }
+                        Then::Terminate(reply) => {
+                            self.publish_state();
+                            reply.send(Ok(()));
+                        }
                         Then::End(error) => {
+                            self.refuse_requests();
                             self.phase = Phase::Ended;
                             let published = error.clone();
                             self.publish(|view| view.error = published);
@@ -300,10 +315,15 @@ impl Supervisor {
                         }
                     }
                 }
-                Phase::Running => match self.pending.pop_front() {
-                    Some((index, reason)) => self.child_ended(index, reason),
-                    None => return,
-                },
+                Phase::Running => {
+                    if let Some((index, reason)) = self.pending.pop_front() {
+                        self.child_ended(index, reason);
+                    } else if let Some(request) = self.requests.pop_front() {
+                        self.serve(request);
+                    } else {
+                        return;
+                    }
+                }
                 Phase::Starting | Phase::Ended => return,
             }
         }
@@ -322,6 +342,10 @@ impl Supervisor {
         let payload = match payload.downcast::<StopTimeout>() {
             Ok(StopTimeout(monitor)) => return self.on_timeout(monitor),
             Err(other) => other.into_payload(),
+        };
+        let payload = match DynamicRequest::from_payload(payload) {
+            Ok(request) => return self.on_request(request),
+            Err(other) => other,
         };
         if payload.is::<WhichChildren>() {
             if let Some(from) = from {
@@ -419,7 +443,12 @@ impl Supervisor {
     fn publish_state(&self) {
         let state = match &self.phase {
             Phase::Starting => SupervisorState::Starting,
-            Phase::Running => SupervisorState::Running,
+            // Stopping one child on request: running all the same.
+            Phase::Running
+            | Phase::Stopping(Stopping {
+                then: Then::Terminate(_),
+                ..
+            }) => SupervisorState::Running,
             Phase::Stopping(Stopping {
                 then: Then::Restart(_),
                 ..
@@ -430,6 +459,166 @@ impl Supervisor {
             Phase::Ended => SupervisorState::Ended,
         };
         self.publish(|view| view.state = state);
+    }
+}
+
+/// Dynamic supervision (see `dynamic.rs`).
+impl Supervisor {
+    /// A request arrived: served now while running, after the group restart or
+    /// termination under way, or refused once shutting down.
+    fn on_request(&mut self, request: DynamicRequest) {
+        match &self.phase {
+            Phase::Running => self.serve(request),
+            Phase::Starting
+            | Phase::Stopping(Stopping {
+                then: Then::Restart(_) | Then::Terminate(_),
+                ..
+            }) => self.requests.push_back(request),
+            Phase::Stopping(Stopping {
+                then: Then::End(_), ..
+            })
+            | Phase::Ended => request.refuse(),
+        }
+    }
+
+    /// Refuses every request not served yet (the supervisor is ending).
+    fn refuse_requests(&mut self) {
+        for request in std::mem::take(&mut self.requests) {
+            request.refuse();
+        }
+    }
+
+    /// Serves `request` while running.
+    fn serve(&mut self, request: DynamicRequest) {
+        match request {
+            DynamicRequest::Start(Request {
+                request: StartChild(spec),
+                reply,
+                ..
+            }) => {
+                let answer = self.add_and_start(spec);
+                reply.send(answer);
+            }
+            DynamicRequest::Terminate(Request {
+                request: TerminateChild(id),
+                reply,
+                ..
+            }) => self.terminate(&id, reply),
+            DynamicRequest::Restart(Request {
+                request: RestartChild(id),
+                reply,
+                ..
+            }) => {
+                let answer = self.restart_stopped(&id);
+                reply.send(answer);
+            }
+            DynamicRequest::Delete(Request {
+                request: DeleteChild(id),
+                reply,
+                ..
+            }) => {
+                let answer = self.delete(&id);
+                reply.send(answer);
+            }
+        }
+    }
+
+    /// The index of the listed child `id`.
+    fn find(&self, id: &str) -> Result<usize, ChildError> {
+        self.children
+            .iter()
+            .position(|c| !c.removed && c.spec.id() == id)
+            .ok_or_else(|| ChildError::NotFound { id: id.to_owned() })
+    }
+
+    /// Spawns child `index` for a dynamic request, without the restart rules: a
+    /// failure is the request's answer, not the supervisor's end.
+    fn start_dynamic(&mut self, index: usize) -> Result<Pid, ChildError> {
+        let ctx = self.ctx().clone();
+        let child = &mut self.children[index];
+        match child.spec.start(&ctx) {
+            Ok(pid) => {
+                child.pid = Some(pid);
+                child.terminated = false;
+                self.publish_child(index);
+                Ok(pid)
+            }
+            Err(SpawnError::ShuttingDown) => {
+                // The scheduler's shutdown: its cancel is on its way.
+                self.begin_shutdown(None);
+                Err(ChildError::ShuttingDown)
+            }
+            Err(error) => Err(ChildError::StartFailed {
+                id: child.spec.id().to_owned(),
+                message: error.to_string(),
+            }),
+        }
+    }
+
+    fn add_and_start(&mut self, spec: ChildSpec) -> Result<Pid, ChildError> {
+        if self.find(spec.id()).is_ok() {
+            return Err(ChildError::AlreadyPresent {
+                id: spec.id().to_owned(),
+            });
+        }
+        let index = self.children.len();
+        self.push_child(spec);
+        self.start_dynamic(index).inspect_err(|_| {
+            // Never ran: forgotten, as if never added.
+            self.children[index].removed = true;
+            self.publish_child(index);
+        })
+    }
+
+    fn terminate(&mut self, id: &str, reply: Reply<Result<(), ChildError>>) {
+        let index = match self.find(id) {
+            Ok(index) => index,
+            Err(error) => {
+                reply.send(Err(error));
+                return;
+            }
+        };
+        self.children[index].terminated = true;
+        if self.children[index].pid.is_none() {
+            let child = &mut self.children[index];
+            child.removed |= child.spec.restart_kind() == Restart::Temporary;
+            self.publish_child(index);
+            reply.send(Ok(()));
+            return;
+        }
+        self.phase = Phase::Stopping(Stopping {
+            queue: vec![index],
+            current: None,
+            then: Then::Terminate(reply),
+        });
+        self.publish_state();
+    }
+
+    fn restart_stopped(&mut self, id: &str) -> Result<Pid, ChildError> {
+        let index = self.find(id)?;
+        if let Some(pid) = self.children[index].pid {
+            return Err(ChildError::Running {
+                id: id.to_owned(),
+                pid,
+            });
+        }
+        let pid = self.start_dynamic(index)?;
+        self.children[index].restarts += 1;
+        self.publish_child(index);
+        Ok(pid)
+    }
+
+    fn delete(&mut self, id: &str) -> Result<(), ChildError> {
+        let index = self.find(id)?;
+        if let Some(pid) = self.children[index].pid {
+            return Err(ChildError::Running {
+                id: id.to_owned(),
+                pid,
+            });
+        }
+        self.children[index].removed = true;
+        self.publish_child(index);
+        Ok(())
     }
 }
 
@@ -492,9 +681,17 @@ impl Process for Supervisor {
         }
     }
 
-    /// However it ended (also killed, or stopped by shutdown): handles see it ended.
+    /// However it ended (also killed, or stopped by shutdown): handles see it ended,
+    /// and requests it had not served yet are refused.
     fn close(&mut self) {
-        self.phase = Phase::Ended;
+        if let Phase::Stopping(Stopping {
+            then: Then::Terminate(reply),
+            ..
+        }) = std::mem::replace(&mut self.phase, Phase::Ended)
+        {
+            reply.send(Err(ChildError::ShuttingDown));
+        }
+        self.refuse_requests();
         self.publish_state();
     }
 }

@@ -12,7 +12,11 @@ use crate::pid::Pid;
 use crate::process::{panic_message, IntoProcess};
 use crate::runtime::SpawnOptions;
 
-use super::Supervisor;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::{Supervisor, SupervisorHandle};
 
 /// When a child that ended is started again.
 ///
@@ -63,8 +67,10 @@ pub enum ChildKind {
 }
 
 /// Starts one child: builds a fresh process (and input) and spawns it linked to the
-/// supervisor.
-type Start = Box<dyn FnMut(&Context, SpawnOptions) -> Result<Pid, SpawnError> + Send>;
+/// supervisor. In a mutex only to make a spec `Sync` (a spec travels in a
+/// [`StartChild`](super::StartChild) request, and comes back inside errors that
+/// must be `Send + Sync`): it is only ever called through `&mut`, never locked.
+type Start = Box<Mutex<dyn FnMut(&Context, SpawnOptions) -> Result<Pid, SpawnError> + Send>>;
 
 /// How to start one child of a [`Supervisor`], and how to treat it when it ends.
 ///
@@ -116,7 +122,13 @@ pub struct ChildSpec {
     shutdown: Duration,
     kind: ChildKind,
     options: SpawnOptions,
+    /// For a child supervisor: the handle of the one its last start built.
+    nested: Option<NestedHandle>,
 }
+
+/// Where a child supervisor's spec puts the handle of each supervisor it starts,
+/// for its parent's [`SupervisorHandle::supervisor`].
+pub(super) type NestedHandle = Arc<Mutex<Option<SupervisorHandle>>>;
 
 impl ChildSpec {
     /// A worker's shutdown timeout unless set: how long it has to finish after its
@@ -147,7 +159,7 @@ impl ChildSpec {
         Self {
             id: id.into(),
             entry,
-            start: Box::new(move |ctx: &Context, options: SpawnOptions| {
+            start: Box::new(Mutex::new(move |ctx: &Context, options: SpawnOptions| {
                 // A factory that panics fails the start as an `init` that panics
                 // does, rather than the supervisor's step.
                 let made = std::panic::catch_unwind(AssertUnwindSafe(&mut factory));
@@ -155,11 +167,12 @@ impl ChildSpec {
                     message: panic_message(&*panic),
                 })?;
                 ctx.spawn_supervised(process, &method, input, options.detached())
-            }),
+            })),
             restart: Restart::Permanent,
             shutdown: Self::DEFAULT_SHUTDOWN,
             kind: ChildKind::Worker,
             options: SpawnOptions::new(),
+            nested: None,
         }
     }
 
@@ -170,9 +183,16 @@ impl ChildSpec {
     where
         F: Fn() -> Supervisor + Send + 'static,
     {
-        let mut spec = Self::from_fn(id, Supervisor::ENTRY, move || (factory(), ()));
+        let nested = NestedHandle::default();
+        let published = nested.clone();
+        let mut spec = Self::from_fn(id, Supervisor::ENTRY, move || {
+            let supervisor = factory();
+            *published.lock() = Some(supervisor.handle());
+            (supervisor, ())
+        });
         spec.shutdown = Duration::MAX;
         spec.kind = ChildKind::Supervisor;
+        spec.nested = Some(nested);
         spec
     }
 
@@ -224,9 +244,14 @@ impl ChildSpec {
         self.kind
     }
 
+    /// Where a child supervisor publishes its handle (`None` for a worker).
+    pub(super) fn nested_handle(&self) -> Option<NestedHandle> {
+        self.nested.clone()
+    }
+
     /// Spawns a fresh instance, linked to the supervisor whose context `ctx` is.
     pub(super) fn start(&mut self, ctx: &Context) -> Result<Pid, SpawnError> {
-        (self.start)(ctx, self.options)
+        (self.start.get_mut())(ctx, self.options)
     }
 }
 
