@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use support::{quiet_expected_panics, Scripted};
 use wsched::supervisor::{
-    ChildError, ChildInfo, ChildKind, ChildSpec, Children, DeleteChild, Restart, RestartChild,
-    StartChild, Strategy, Supervisor, SupervisorError, SupervisorHandle, SupervisorState,
-    TerminateChild, WhichChildren,
+    ChildError, ChildInfo, ChildKind, ChildSpec, Children, DeleteChild, Next, NextJob, Restart,
+    RestartChild, StartChild, Strategy, Supervisor, SupervisorError, SupervisorHandle,
+    SupervisorState, TerminateChild, WhichChildren,
 };
 use wsched::testing::TestProcess;
 use wsched::{
@@ -1523,4 +1523,134 @@ fn a_process_manages_children_with_calls() {
     );
     assert!(view.children().is_empty());
     s.shutdown(PATIENCE);
+}
+
+// ---- pools ----------------------------------------------------------------------------
+
+/// A pool worker: takes jobs until told to retire, each job's result to `done`.
+/// A job of `u64::MAX` makes it fail (holding that job).
+struct PoolWorker {
+    pool: Pid,
+    done: std::sync::mpsc::Sender<(u64, Pid)>,
+}
+
+#[wsched::process]
+impl PoolWorker {
+    #[entry]
+    fn run(&mut self) -> Result<(), wsched::BoxError> {
+        use wsched::prelude::*;
+        let me = this::pid();
+        loop {
+            match call!(self.pool, NextJob::<u64>::new())? {
+                Next::Job(u64::MAX) => return Err("pool test: told to fail".into()),
+                Next::Job(job) => {
+                    // A suspension point mid-job: a resize or a retirement may come
+                    // in between.
+                    yield_cmd!(wsched::command::Sleep(Duration::from_micros(job % 50)))?;
+                    self.done.send((job, me)).unwrap();
+                }
+                Next::Retire => return Ok(()),
+            }
+        }
+    }
+}
+
+fn pool_of(size: usize, done: &std::sync::mpsc::Sender<(u64, Pid)>) -> Supervisor {
+    let done = done.clone();
+    Supervisor::pool::<u64>("worker", size, move |id, pool| {
+        let done = done.clone();
+        ChildSpec::new(
+            id,
+            move || PoolWorker {
+                pool,
+                done: done.clone(),
+            },
+            "run",
+            (),
+        )
+    })
+    .intensity(100, Duration::from_secs(3600))
+}
+
+#[test]
+fn a_pool_grown_and_shrunk_while_jobs_run_loses_no_job() {
+    let s = scheduler(2);
+    let h = s.handle();
+    let (done_tx, done) = std::sync::mpsc::channel();
+    let pool = pool_of(4, &done_tx);
+    let view = pool.handle();
+    s.spawn(pool, Supervisor::ENTRY, ()).unwrap();
+    const JOBS: u64 = 2_000;
+    // Resized at jobs 150, 450, …, 1950.
+    let sizes = [8, 2, 6, 1, 5, 0, 3];
+    for job in 0..JOBS {
+        view.submit(&h, job).unwrap();
+        if job % 300 == 150 {
+            let size = sizes[(job / 300) as usize];
+            assert_eq!(view.resize(&h, size, PATIENCE), Ok(size));
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut workers = std::collections::HashSet::new();
+    while seen.len() < JOBS as usize {
+        let (job, worker) = done.recv_timeout(PATIENCE).expect("every job is done");
+        assert!(seen.insert(job), "job {job} done twice");
+        workers.insert(worker);
+    }
+    assert!(
+        workers.len() > 4,
+        "resizing brought new workers: {workers:?}"
+    );
+    let info = view.pool().unwrap();
+    assert_eq!((info.queued, info.size), (0, 3));
+    // Retirements owed to busy workers are paid as they ask: once they all have,
+    // the pool lists just its size.
+    view.wait_for(PATIENCE, |c| {
+        (c.len() == 3 && c.iter().all(|c| c.pid.is_some())).then_some(())
+    })
+    .unwrap_or_else(|| panic!("the pool settled at 3: {view:?}"));
+    assert_eq!(view.pool().unwrap().retiring, 0);
+    assert!(done.try_recv().is_err(), "no job done twice or invented");
+    s.shutdown(PATIENCE);
+}
+
+#[test]
+fn a_pool_worker_that_fails_is_restarted_and_only_pools_resize() {
+    quiet_expected_panics(MARKER);
+    let s = scheduler(2);
+    let h = s.handle();
+    let (done_tx, done) = std::sync::mpsc::channel();
+    let pool = pool_of(2, &done_tx);
+    let view = pool.handle();
+    s.spawn(pool, Supervisor::ENTRY, ()).unwrap();
+    let before = running(&view, |c| c.len() == 2);
+    let deadline = Instant::now() + PATIENCE;
+    while view_idle(&view) < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the workers never asked: {view:?}"
+        );
+        std::thread::yield_now();
+    }
+    // One worker takes the failing job and is restarted; the pool stays whole.
+    view.submit(&h, u64::MAX).unwrap();
+    let after = running(&view, |c| c.iter().map(|c| c.restarts).sum::<u64>() == 1);
+    assert_eq!(after.len(), 2);
+    assert_ne!(before, after);
+    view.submit(&h, 7_u64).unwrap();
+    assert_eq!(done.recv_timeout(PATIENCE).unwrap().0, 7);
+
+    let plain = Supervisor::new(Strategy::OneForOne);
+    let plain_view = plain.handle();
+    s.spawn(plain, Supervisor::ENTRY, ()).unwrap();
+    assert_eq!(
+        plain_view.resize(&h, 3, PATIENCE),
+        Err(ChildError::NotAPool)
+    );
+    assert_eq!(plain_view.pool(), None);
+    s.shutdown(PATIENCE);
+}
+
+fn view_idle(view: &SupervisorHandle) -> usize {
+    view.pool().map_or(0, |p| p.idle)
 }

@@ -134,6 +134,25 @@ impl<R: Any + Send> Reply<R> {
     }
 }
 
+impl<R: Any + Send> Reply<R> {
+    /// Answers the call, or gives `value` back when the caller had given up (timed
+    /// out, was cancelled, or ended) or the call had failed already: for a value
+    /// that must not be lost, such as a job handed to whichever caller still waits.
+    ///
+    /// # Errors
+    /// The value, when nobody will see it.
+    pub fn try_send(mut self, value: R) -> Result<(), R> {
+        let slot = self.slot.take().expect("a reply answers once");
+        slot.offer(Answer::Replied(Payload::new(value)))
+            .map_err(|refused| match refused {
+                Answer::Replied(payload) => payload
+                    .downcast::<R>()
+                    .unwrap_or_else(|_| unreachable!("the payload offered")),
+                _ => unreachable!("the answer offered"),
+            })
+    }
+}
+
 impl<R> Reply<R> {
     /// Disarms the reply without answering (the request came back undelivered).
     fn disarm(mut self) {
@@ -430,9 +449,20 @@ impl CallSlot {
     /// Offers `answer`; `true` if it is the one the caller will see. A death
     /// overrides an uncollected "no reply" (see the module docs).
     pub(crate) fn answer(&self, answer: Answer) -> bool {
+        match self.offer(answer) {
+            Ok(()) => true,
+            Err(refused) => {
+                drop_quietly(refused);
+                false
+            }
+        }
+    }
+
+    /// [`answer`](Self::answer), giving back an answer the caller will not see.
+    fn offer(&self, answer: Answer) -> Result<(), Answer> {
         if matches!(answer, Answer::NoReply) && self.process_callee_ending() {
             // The callee's `Down` is on its way and will answer.
-            return false;
+            return Err(answer);
         }
         let mut inner = self.inner.lock();
         let takes = matches!(
@@ -442,8 +472,7 @@ impl CallSlot {
         );
         if !takes {
             drop(inner);
-            drop_quietly(answer);
-            return false;
+            return Err(answer);
         }
         if matches!(inner.state, SlotState::Process(_)) {
             let SlotState::Process(waiter) = std::mem::replace(&mut inner.state, SlotState::Closed)
@@ -453,13 +482,13 @@ impl CallSlot {
             let callee = inner.process.take().map(|(_, callee)| callee);
             drop(inner);
             waiter.complete(callee.expect("a process's call knows its callee"), answer);
-            return true;
+            return Ok(());
         }
         let old = std::mem::replace(&mut inner.state, SlotState::Answered(answer));
         drop(inner);
         self.filled.notify_all();
         drop(old);
-        true
+        Ok(())
     }
 
     /// Whether this is a process's call whose callee is ending (its mailbox closed).

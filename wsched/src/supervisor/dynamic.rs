@@ -83,6 +83,8 @@ pub enum ChildError {
     /// The supervisor is shutting down or has ended: it starts and stops nothing
     /// more.
     ShuttingDown,
+    /// A [`Resize`](super::Resize) request to a supervisor that is no pool.
+    NotAPool,
     /// The request got no answer from a supervisor: the process is not running (or
     /// is no supervisor), its mailbox is full, or the timeout passed.
     Unreachable {
@@ -109,6 +111,10 @@ impl fmt::Display for ChildError {
             Self::ShuttingDown => f.write_str(
                 "the supervisor is shutting down (or has ended) and starts or stops no child",
             ),
+            Self::NotAPool => f.write_str(
+                "only a pool (`Supervisor::pool`) can be resized; add children with \
+                 `StartChild` instead",
+            ),
             Self::Unreachable { message } => {
                 write!(f, "the supervisor did not answer: {message}")
             }
@@ -133,6 +139,7 @@ pub(super) enum DynamicRequest {
     Terminate(Request<TerminateChild, Result<(), ChildError>>),
     Restart(Request<RestartChild, Result<Pid, ChildError>>),
     Delete(Request<DeleteChild, Result<(), ChildError>>),
+    Resize(Request<super::Resize, Result<usize, ChildError>>),
 }
 
 impl DynamicRequest {
@@ -150,8 +157,12 @@ impl DynamicRequest {
             Ok(request) => return Ok(Self::Restart(request)),
             Err(other) => other.into_payload(),
         };
+        let payload = match payload.downcast() {
+            Ok(request) => return Ok(Self::Delete(request)),
+            Err(other) => other.into_payload(),
+        };
         match payload.downcast() {
-            Ok(request) => Ok(Self::Delete(request)),
+            Ok(request) => Ok(Self::Resize(request)),
             Err(other) => Err(other.into_payload()),
         }
     }
@@ -163,6 +174,7 @@ impl DynamicRequest {
             Self::Terminate(r) => drop(r.reply.send(Err(ChildError::ShuttingDown))),
             Self::Restart(r) => drop(r.reply.send(Err(ChildError::ShuttingDown))),
             Self::Delete(r) => drop(r.reply.send(Err(ChildError::ShuttingDown))),
+            Self::Resize(r) => drop(r.reply.send(Err(ChildError::ShuttingDown))),
         }
     }
 }

@@ -51,7 +51,91 @@
 //!   ends of such processes are ignored, as is any other message.
 //! * **Queries.** A [`SupervisorHandle`] ([`Supervisor::handle`], taken before
 //!   spawning) reads its children, their PIDs and restart counts from any thread; a
-//!   process may instead send it [`WhichChildren`] and receive [`Children`].
+//!   process may instead send it [`WhichChildren`] and receive [`Children`]. A
+//!   subtree's handle comes from its parent's ([`SupervisorHandle::supervisor`]).
+//! * **Dynamic supervision.** A running supervisor takes calls that change its
+//!   children: [`StartChild`] adds one and starts it, [`TerminateChild`] stops one
+//!   (in order, with its timeout, as at shutdown) and keeps its spec,
+//!   [`RestartChild`] starts a stopped one again, [`DeleteChild`] removes a stopped
+//!   one's spec; each is answered with a `Result<_, ChildError>`. A process makes
+//!   them with `call!`, a thread through the [`SupervisorHandle`] methods of the same
+//!   names. They are served in order, between the supervisor's own restarts, never
+//!   during one; refused once it shuts down. A terminated child stays stopped
+//!   through group restarts, until restarted or deleted.
+//!
+//! # Pools
+//!
+//! [`Supervisor::pool`] builds a supervisor of identical workers from one template
+//! that hands jobs to whichever is idle, and that [`Resize`] grows and shrinks
+//! while it runs (Erlang's `simple_one_for_one` with the job queue added). Workers
+//! pull: each asks for its next job with a [`NextJob`] call, and is idle while it
+//! waits; a job ([`Submit`]) goes to the worker idle longest, or waits in the
+//! pool's queue. Shrinking retires workers between jobs — idle ones at once, busy
+//! ones when they next ask, answered [`Next::Retire`] — so resizing loses no job. A
+//! worker that fails holding a job loses that one, and is restarted by its spec.
+//!
+//! ```
+//! use std::time::Duration;
+//! use wsched::prelude::*;
+//! use wsched::supervisor::{ChildSpec, Next, NextJob, Supervisor};
+//! use wsched::Scheduler;
+//!
+//! /// Squares the numbers it is handed, sending each result to `results`.
+//! struct Squarer {
+//!     pool: Pid,
+//!     results: Pid,
+//! }
+//!
+//! #[process]
+//! impl Squarer {
+//!     #[entry]
+//!     fn run(&mut self) -> Result<(), BoxError> {
+//!         loop {
+//!             // The request names the job type, the answer what the call returns.
+//!             let next: Next<u64> = call!(self.pool, NextJob::<u64>::new())?;
+//!             match next {
+//!                 Next::Job(n) => this::send(self.results, n * n)?,
+//!                 Next::Retire => return Ok(()),
+//!             }
+//!         }
+//!     }
+//! }
+//!
+//! /// Adds up `count` numbers it receives.
+//! struct Sum;
+//!
+//! #[process]
+//! impl Sum {
+//!     #[entry]
+//!     fn run(&mut self, count: usize) -> Result<u64, BoxError> {
+//!         let mut sum = 0;
+//!         for _ in 0..count {
+//!             sum += recv!(u64)?;
+//!         }
+//!         Ok(sum)
+//!     }
+//! }
+//!
+//! let scheduler = Scheduler::builder().workers(2).build()?;
+//! let handle = scheduler.handle();
+//! let sum = scheduler.spawn(Sum, "run", (100_usize,))?;
+//! let pool = Supervisor::pool::<u64>("squarer", 4, move |id, pool| {
+//!     ChildSpec::new(id, move || Squarer { pool, results: sum }, "run", ())
+//! });
+//! let view = pool.handle();
+//! scheduler.spawn(pool, Supervisor::ENTRY, ())?;
+//! for n in 0..50_u64 {
+//!     view.submit(&handle, n)?;
+//! }
+//! view.resize(&handle, 8, Duration::from_secs(20))?; // more hands
+//! for n in 50..100_u64 {
+//!     view.submit(&handle, n)?;
+//! }
+//! view.resize(&handle, 2, Duration::from_secs(20))?; // fewer, losing no job
+//! let total: u64 = scheduler.wait_timeout(sum, Duration::from_secs(20))?.downcast()?;
+//! assert_eq!(total, (0..100_u64).map(|n| n * n).sum::<u64>());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! # Example: a small tree
 //!
@@ -111,6 +195,7 @@
 //! ```
 
 mod dynamic;
+mod pool;
 mod process;
 mod spec;
 mod strategy;
@@ -128,6 +213,7 @@ use crate::runtime::Handle;
 use crate::type_name::plural;
 
 pub use dynamic::{ChildError, DeleteChild, RestartChild, StartChild, TerminateChild};
+pub use pool::{Next, NextJob, Resize, Submit};
 pub use spec::{ChildKind, ChildSpec, Restart};
 pub use strategy::{Intensity, Strategy};
 
@@ -155,7 +241,46 @@ pub struct Supervisor {
     /// Dynamic supervision requests waiting for a group restart or a termination
     /// to finish (see `dynamic.rs`).
     requests: std::collections::VecDeque<dynamic::DynamicRequest>,
+    /// For a pool: its job queue and how it makes workers (see `pool.rs`).
+    pool: Option<PoolState>,
     view: Arc<Shared>,
+}
+
+/// What a pool adds to a supervisor.
+struct PoolState {
+    name: String,
+    template: Box<dyn Fn(String, Pid) -> ChildSpec + Send>,
+    /// The pool's own PID, for the template (known from `init`), and the workers
+    /// `init` adds.
+    pid: Option<Pid>,
+    initial: usize,
+    /// The number the next worker's id ends with.
+    next: u64,
+    jobs: Box<dyn pool::Jobs>,
+    /// Workers to retire when they next ask for a job.
+    retiring: usize,
+    /// Workers told to retire that have not ended yet.
+    retired: Vec<Pid>,
+}
+
+impl PoolState {
+    /// What [`SupervisorHandle::pool`] shows, given the children listed.
+    fn info(&self, listed: usize) -> PoolInfo {
+        let retiring = self.retired.len() + self.retiring;
+        PoolInfo {
+            size: listed.saturating_sub(retiring),
+            queued: self.jobs.queued(),
+            idle: self.jobs.idle(),
+            retiring,
+        }
+    }
+
+    /// The spec of the next worker: `name-N`.
+    fn next_spec(&mut self) -> ChildSpec {
+        let id = format!("{}-{}", self.name, self.next);
+        self.next += 1;
+        (self.template)(id, self.pid.expect("a pool makes workers once spawned"))
+    }
 }
 
 /// A child as the supervisor keeps it.
@@ -190,6 +315,7 @@ impl Supervisor {
             pending: Pending::new(),
             outcome: None,
             requests: std::collections::VecDeque::new(),
+            pool: None,
             view: Arc::new(Shared::default()),
         }
     }
@@ -202,6 +328,31 @@ impl Supervisor {
             period,
         };
         self
+    }
+
+    /// A pool of `size` identical workers handed jobs of type `J` (see the
+    /// [pool rules](self#pools)): a one-for-one supervisor whose children
+    /// `template` builds, given each worker's id (`name-0`, `name-1`, …) and the
+    /// pool's PID, which its workers ask for jobs ([`NextJob`]). Resize it at run
+    /// time with [`Resize`]; hand it jobs with [`Submit`]. It adds more children
+    /// with [`StartChild`] as any supervisor, but only its template's are resized.
+    pub fn pool<J: std::any::Any + Send>(
+        name: impl Into<String>,
+        size: usize,
+        template: impl Fn(String, Pid) -> ChildSpec + Send + 'static,
+    ) -> Self {
+        let mut supervisor = Self::new(Strategy::OneForOne);
+        supervisor.pool = Some(PoolState {
+            name: name.into(),
+            template: Box::new(template),
+            pid: None,
+            initial: size,
+            next: 0,
+            jobs: Box::new(pool::JobQueue::<J>::new()),
+            retiring: 0,
+            retired: Vec::new(),
+        });
+        supervisor
     }
 
     /// Adds a child, started after those added before it and stopped before them.
@@ -275,6 +426,15 @@ impl Supervisor {
     fn publish(&self, f: impl FnOnce(&mut View)) {
         f(&mut self.view.state.lock());
         self.view.changed.notify_all();
+    }
+
+    /// Publishes a pool's state.
+    fn publish_pool(&self) {
+        if let Some(pool) = &self.pool {
+            let listed = self.children.iter().filter(|c| !c.removed).count();
+            let info = pool.info(listed);
+            self.publish(|view| view.pool = Some(info));
+        }
     }
 }
 
@@ -416,6 +576,21 @@ struct View {
     restarts: u64,
     state: SupervisorState,
     error: Option<SupervisorError>,
+    pool: Option<PoolInfo>,
+}
+
+/// A pool's state (see [`SupervisorHandle::pool`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolInfo {
+    /// Its size: the workers it keeps, once those told to retire have.
+    pub size: usize,
+    /// Jobs waiting for a worker.
+    pub queued: usize,
+    /// Workers waiting for a job.
+    pub idle: usize,
+    /// Workers told to retire (or to be told when they next ask) that have not
+    /// ended yet.
+    pub retiring: usize,
 }
 
 impl View {
@@ -525,6 +700,36 @@ impl SupervisorHandle {
         self.request(scheduler, DeleteChild(id.to_owned()), timeout)
     }
 
+    /// Resizes the pool to `size` workers (see [`Resize`]); returns the new size.
+    ///
+    /// # Errors
+    /// [`ChildError::NotAPool`] for a supervisor that is no pool, a worker that
+    /// cannot start ([`ChildError::StartFailed`]), or as
+    /// [`start_child`](Self::start_child).
+    pub fn resize(
+        &self,
+        scheduler: &Handle,
+        size: usize,
+        timeout: Duration,
+    ) -> Result<usize, ChildError> {
+        self.request(scheduler, Resize(size), timeout)
+    }
+
+    /// Hands the pool a job (see [`Submit`]).
+    ///
+    /// # Errors
+    /// When the supervisor is not spawned, or has ended (with the job in the error).
+    pub fn submit<J: std::any::Any + Send>(
+        &self,
+        scheduler: &Handle,
+        job: J,
+    ) -> Result<(), crate::SendError> {
+        // Not spawned yet: no process has this PID, so the job comes back in the
+        // error, as from a pool that has ended.
+        let pid = self.pid().unwrap_or(Pid::from_raw(u64::MAX));
+        scheduler.send(pid, Submit(job))
+    }
+
     /// Calls the supervisor with a dynamic supervision request.
     fn request<Q: std::any::Any + Send, R: std::any::Any + Send>(
         &self,
@@ -538,6 +743,12 @@ impl SupervisorHandle {
         scheduler
             .call::<Q, Result<R, ChildError>>(pid, request, timeout)
             .map_err(ChildError::unreachable)?
+    }
+
+    /// A pool's size, queue and idle workers (`None` for a supervisor that is no
+    /// pool), as of its last step.
+    pub fn pool(&self) -> Option<PoolInfo> {
+        self.shared.state.lock().pool
     }
 
     /// Restarts made so far (what the intensity counts: a group restart once).

@@ -23,6 +23,7 @@ use crate::runtime::{Down, Exit, MonitorRef, Reply, Request};
 use super::dynamic::{
     ChildError, DeleteChild, DynamicRequest, RestartChild, StartChild, TerminateChild,
 };
+use super::pool::{Handled, Resize};
 use super::spec::Restart;
 use super::{ChildInfo, Children, Supervisor, SupervisorError, SupervisorState, WhichChildren};
 
@@ -143,7 +144,17 @@ impl Supervisor {
     /// Child `index` ended with `reason` while the supervisor runs.
     fn child_ended(&mut self, index: usize, reason: ExitReason) {
         let restart = self.children[index].spec.restart_kind();
-        self.children[index].pid = None;
+        let pid = self.children[index].pid.take();
+        if let (Some(pool), Some(pid)) = (&mut self.pool, pid) {
+            pool.jobs.forget(pid);
+            if let Some(at) = pool.retired.iter().position(|&p| p == pid) {
+                // A pool worker told to retire: forgotten, however it ended.
+                pool.retired.swap_remove(at);
+                self.children[index].removed = true;
+                self.publish_child(index);
+                return;
+            }
+        }
         if !restart.restarts_after(&reason) {
             if restart == Restart::Temporary {
                 self.children[index].removed = true;
@@ -347,6 +358,18 @@ impl Supervisor {
             Ok(request) => return self.on_request(request),
             Err(other) => other,
         };
+        let payload = match &mut self.pool {
+            Some(pool) => match pool.jobs.handle(from, payload, &mut pool.retiring) {
+                Ok(handled) => {
+                    if let Handled::Retired(pid) = handled {
+                        pool.retired.push(pid);
+                    }
+                    return self.publish_pool();
+                }
+                Err(other) => other,
+            },
+            None => payload,
+        };
         if payload.is::<WhichChildren>() {
             if let Some(from) = from {
                 let children = Children(self.view.state.lock().children());
@@ -429,6 +452,7 @@ impl Supervisor {
     }
 
     fn publish_child(&self, index: usize) {
+        self.publish_pool();
         let child = &self.children[index];
         let info = (!child.removed).then(|| ChildInfo {
             id: child.spec.id().to_owned(),
@@ -520,7 +544,39 @@ impl Supervisor {
                 let answer = self.delete(&id);
                 reply.send(answer);
             }
+            DynamicRequest::Resize(Request {
+                request: Resize(size),
+                reply,
+                ..
+            }) => {
+                let answer = self.resize(size);
+                reply.send(answer);
+            }
         }
+    }
+
+    /// Resizes a pool to `size` workers (see `pool.rs`).
+    fn resize(&mut self, size: usize) -> Result<usize, ChildError> {
+        let Some(pool) = &self.pool else {
+            return Err(ChildError::NotAPool);
+        };
+        let listed = self.children.iter().filter(|c| !c.removed).count();
+        let current = listed - pool.retired.len() - pool.retiring;
+        if size > current {
+            for _ in current..size {
+                let pool = self.pool.as_mut().expect("checked");
+                let spec = pool.next_spec();
+                self.add_and_start(spec)?;
+            }
+        } else {
+            let pool = self.pool.as_mut().expect("checked");
+            let fewer = current - size;
+            let told = pool.jobs.retire_idle(fewer);
+            pool.retiring += fewer - told.len();
+            pool.retired.extend(told);
+            self.publish_pool();
+        }
+        Ok(size)
     }
 
     /// The index of the listed child `id`.
@@ -647,6 +703,14 @@ impl Process for Supervisor {
         let pid = ctx.pid();
         self.publish(|view| view.pid = Some(pid));
         self.ctx = Some(ctx);
+        if let Some(pool) = &mut self.pool {
+            pool.pid = Some(pid);
+            let specs: Vec<ChildSpec> = (0..pool.initial).map(|_| pool.next_spec()).collect();
+            for spec in specs {
+                self.push_child(spec);
+            }
+            self.publish_pool();
+        }
         Ok(())
     }
 
