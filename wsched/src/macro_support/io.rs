@@ -374,6 +374,16 @@ impl Io {
     pub(crate) fn tags_issued(&self) -> u64 {
         self.last_tag
     }
+
+    /// How many yields are outstanding (not taken, not given up on).
+    pub(crate) fn outstanding(&self) -> usize {
+        self.live as usize
+    }
+
+    /// How many tag slots are kept.
+    pub(crate) fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
 }
 
 /// The completion of the yield waiting alone (see `Io::slots`), when it is the
@@ -693,6 +703,23 @@ pub(crate) fn with<R>(what: &'static str, f: impl FnOnce(&mut Io) -> R) -> R {
 #[track_caller]
 pub(crate) fn with_step<R>(what: &'static str, f: impl FnOnce(&mut Io, &mut StepOutput) -> R) -> R {
     installed(what).lend_step(what, f)
+}
+
+/// [`with_step`] for a suspension point dropped while it waited (a user's select
+/// that dropped the loser): `None`, and `f` not run, where `with_step` panics.
+/// That is outside a step, or while the machine drops its coroutine (when the
+/// process ends, which releases everything it waited for anyway), or re-entrantly
+/// (a drop run by the runtime under a borrow of the state, which does not drop
+/// suspension points). A drop must not panic: it may run while unwinding.
+#[cold]
+#[inline(never)]
+pub(crate) fn try_with_step<R>(f: impl FnOnce(&mut Io, &mut StepOutput) -> R) -> Option<R> {
+    // SAFETY: as in `installed`.
+    let lent = unsafe { CURRENT.get().as_ref() }?;
+    if lent.busy.get() || lent.out.is_null() {
+        return None;
+    }
+    Some(lent.lend_step("a suspension point's drop", f))
 }
 
 /// [`with_step`] for a suspension point being polled with `cx`: the state is found

@@ -202,6 +202,18 @@ impl<P, S, F> Machine<P, S, F> {
         self.io.tags_issued()
     }
 
+    /// How many of its yields are outstanding: made, and neither completed and
+    /// taken nor given up on (withdrawn).
+    pub fn outstanding_yields(&self) -> usize {
+        self.io.outstanding()
+    }
+
+    /// How many tag slots it keeps (see `io.rs`): at most the outstanding yields
+    /// and those completed among them since the last yield made alone.
+    pub fn tag_slots(&self) -> usize {
+        self.io.slot_count()
+    }
+
     /// How many received messages wait in its mailbox (e.g. other types than a typed
     /// `recv!` wants).
     pub fn mailbox_len(&self) -> usize {
