@@ -324,7 +324,8 @@ impl Bounded {
     pub(crate) fn drain_into(
         &mut self,
         buffer: &mut Vec<Event>,
-        owner: impl FnOnce() -> Option<(Pid, Handle)>,
+        pid: Pid,
+        handle: Option<&Handle>,
     ) {
         buffer.extend(self.events.drain(..).map(|queued| queued.event));
         if self.holds {
@@ -335,7 +336,7 @@ impl Bounded {
                 self.dropped += self.owed as u64;
                 let owed = DropOwed {
                     owed: mem::take(&mut self.owed),
-                    owner: owner(),
+                    owner: handle.map(|handle| (pid, handle.clone())),
                 };
                 buffer.push(Event::Completion(Completion {
                     tag: Tag(0),
@@ -423,7 +424,7 @@ mod tests {
     /// 1000 + n, 0 for anything else.
     fn drained(bounded: &mut Bounded) -> Vec<u32> {
         let mut buffer = Vec::new();
-        bounded.drain_into(&mut buffer, || None);
+        bounded.drain_into(&mut buffer, Pid::from_raw(1), None);
         buffer
             .into_iter()
             .map(|event| match event {

@@ -365,11 +365,7 @@ impl Mailbox {
                 }
             }
         } else if let First::Bounded(bounded) = &mut self.first {
-            bounded.drain_into(buffer, || {
-                // A plain clone: rare, and the worker's stock of handles is reached
-                // through a thread-local whose inlining elsewhere this must not sway.
-                Some((owner.pid, owner.handle.clone()?))
-            });
+            bounded.drain_into(buffer, owner.pid, owner.handle.as_ref());
         }
     }
 }
