@@ -457,3 +457,61 @@ fn dropping_a_pending_suspension_point_withdraws_it_and_frees_its_tag() {
     assert_eq!(machine.outstanding_yields(), 0);
     machine.close();
 }
+
+#[test]
+fn dropping_a_pending_yield_all_withdraws_every_yield_still_outstanding() {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::Poll;
+    use wsched::__private::{yield_all, yield_one, Machine};
+    use wsched::testing::completion;
+    use wsched::{Events, IntoPayloads, Payload, Payloads, Status, StepOutput};
+
+    let ctx = TestProcess::start(ContextOut, "run", ())
+        .unwrap()
+        .result::<wsched::Context>();
+    // Three `Numbered` (tags 1 to 3) raced against a `Nop` (tag 4): the `Nop` wins
+    // after the second `Numbered` completed.
+    let mut machine = Box::new(Machine::new(
+        Racer,
+        &["race"],
+        |_: Racer, _: usize, _: Payloads| {
+            Ok(async {
+                {
+                    let mut batch = pin!(yield_all((1..=3).map(Numbered)));
+                    let mut quick = pin!(yield_one(Nop));
+                    std::future::poll_fn(|cx| {
+                        if batch.as_mut().poll(cx).is_ready() {
+                            return Poll::Ready(());
+                        }
+                        quick.as_mut().poll(cx).map(drop)
+                    })
+                    .await;
+                }
+                // Parks, so that the test can look at the machine.
+                yield_one(Nop).await.map_err(wsched::StepError::new)?;
+                Ok(Payload::unit())
+            })
+        },
+    ));
+    // SAFETY: the box stays where it is until the end of the test.
+    unsafe { machine.__stays_in_place() };
+    machine.init(ctx, "race", ().into_payloads()).unwrap();
+    let mut out = StepOutput::new();
+    machine
+        .step(Events::new(&mut Vec::new()), &mut out)
+        .unwrap();
+    assert_eq!(out.yields().len(), 4);
+    out.clear();
+    let mut events = vec![completion(Tag(2), 2_u32), completion(Tag(4), ())];
+    machine.step(Events::new(&mut events), &mut out).unwrap();
+    // Tags 1 and 3 were still outstanding; 2 had arrived (and is dropped).
+    assert_eq!(out.withdrawn(), [Tag(1), Tag(3)]);
+    assert_eq!(machine.outstanding_yields(), 1, "only the last Nop");
+    out.clear();
+    let mut events = vec![completion(Tag(5), ())];
+    machine.step(Events::new(&mut events), &mut out).unwrap();
+    assert!(matches!(out.take_status(), Some(Status::Done(_))));
+    assert_eq!(machine.outstanding_yields(), 0);
+    machine.close();
+}
