@@ -276,3 +276,242 @@ fn a_machine_starts_only_where_its_runner_keeps_it() {
     assert_eq!(machine.mailbox_len(), 1);
     machine.close();
 }
+
+/// A hand-written select over two futures, as a user combinator would be written:
+/// polls `$a`, then `$b`, and evaluates to `true` if `$b` finished first. The loser
+/// is dropped still pending. Its `.await` is inside a macro of its own, which the
+/// `#[process]` attribute does not look into.
+macro_rules! second_wins {
+    ($a:expr, $b:expr) => {{
+        let mut a = std::pin::pin!($a);
+        let mut b = std::pin::pin!($b);
+        std::future::poll_fn(|cx| {
+            use std::future::Future;
+            use std::task::Poll;
+            if a.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(false);
+            }
+            b.as_mut().poll(cx).map(|_| true)
+        })
+        .await
+    }};
+}
+
+/// Races an hour's `Sleep` against a `Nop` completed at once, `rounds` times: the
+/// `Sleep` loses every round and is dropped pending.
+struct Racer;
+
+#[process]
+impl Racer {
+    #[suspend]
+    fn nap() -> Result<(), YieldError> {
+        yield_cmd!(Sleep(Duration::from_secs(3600)))
+    }
+
+    #[suspend]
+    fn nop() -> Result<(), YieldError> {
+        yield_cmd!(Nop)
+    }
+
+    /// How many rounds the `Nop` won; first waits for a `u64`, so that the test can
+    /// look at the timers while the process is alive.
+    #[entry]
+    fn race(&mut self, rounds: u32) -> Result<u32, BoxError> {
+        let mut won = 0;
+        for _ in 0..rounds {
+            if second_wins!(Self::nap(), Self::nop()) {
+                won += 1;
+            }
+        }
+        recv!(u64)?;
+        Ok(won)
+    }
+}
+
+#[test]
+fn a_dropped_yield_is_withdrawn_and_its_timer_cancelled() {
+    const ROUNDS: u32 = 500;
+    let s = scheduler(1);
+    let pid = s.spawn(Racer, "race", (ROUNDS,)).unwrap();
+    // Parked in its `recv!`, after every round (the listing's state is published
+    // after the step's withdrawals were handled).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let info = s.processes().into_iter().find(|p| p.pid == pid).unwrap();
+        let receiving = matches!(
+            info.suspended_at.map(|p| p.kind),
+            Some(wsched::SuspendKind::Receive { .. })
+        );
+        if receiving && info.state == wsched::ProcessState::WaitingForMessage {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never reached its recv!: {info:?}"
+        );
+        std::thread::yield_now();
+    }
+    // Each abandoned `Sleep` was withdrawn, which cancelled its timer at once.
+    assert_eq!(s.metrics().pending_timers, 0);
+    s.send(pid, 1_u64).unwrap();
+    assert_eq!(
+        s.wait_timeout(pid, Duration::from_secs(20))
+            .unwrap()
+            .downcast::<u32>()
+            .unwrap(),
+        ROUNDS
+    );
+}
+
+#[test]
+fn dropping_a_pending_suspension_point_withdraws_it_and_frees_its_tag() {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::Poll;
+    use wsched::__private::{recv, yield_one, Machine, Typed};
+    use wsched::testing::completion;
+    use wsched::{Events, IntoPayloads, Payload, Payloads, Status, StepOutput};
+
+    const ROUNDS: u64 = 1_000;
+    let ctx = TestProcess::start(ContextOut, "run", ())
+        .unwrap()
+        .result::<wsched::Context>();
+    // Each round: an hour's `Sleep` and a `Nop` raced (the `Nop` wins), then a
+    // `recv!` with a timeout raced against another `Nop` (the `Nop` wins, and the
+    // receive's timer is dropped running).
+    let mut machine = Box::new(Machine::new(
+        Racer,
+        &["race"],
+        |_: Racer, _: usize, _: Payloads| {
+            Ok(async {
+                for _ in 0..ROUNDS {
+                    // Each race in a block of its own: the loser is dropped at its end.
+                    {
+                        let mut slow = pin!(yield_one(Sleep(Duration::from_secs(3600))));
+                        let mut quick = pin!(yield_one(Nop));
+                        std::future::poll_fn(|cx| {
+                            if slow.as_mut().poll(cx).is_ready() {
+                                return Poll::Ready(());
+                            }
+                            quick.as_mut().poll(cx).map(drop)
+                        })
+                        .await;
+                    }
+                    {
+                        let mut waiting = pin!(recv::<Typed<u64>>(Some(Duration::from_secs(3600))));
+                        let mut quick = pin!(yield_one(Nop));
+                        std::future::poll_fn(|cx| {
+                            if waiting.as_mut().poll(cx).is_ready() {
+                                return Poll::Ready(());
+                            }
+                            quick.as_mut().poll(cx).map(drop)
+                        })
+                        .await;
+                    }
+                }
+                Ok(Payload::unit())
+            })
+        },
+    ));
+    // SAFETY: the box stays where it is until the end of the test.
+    unsafe { machine.__stays_in_place() };
+    machine.init(ctx, "race", ().into_payloads()).unwrap();
+    let mut out = StepOutput::new();
+    let mut events = Vec::new();
+    machine.step(Events::new(&mut events), &mut out).unwrap();
+    // Tags: the `Sleep` 4k+1, its `Nop` 4k+2, the receive's timer 4k+3, its `Nop`
+    // 4k+4.
+    assert_eq!(out.yields().len(), 2);
+    for round in 0..ROUNDS {
+        let base = 4 * round;
+        // The first `Nop` wins: the `Sleep` is dropped, and withdrawn.
+        out.clear();
+        let mut events = vec![completion(Tag(base + 2), ())];
+        machine.step(Events::new(&mut events), &mut out).unwrap();
+        assert_eq!(out.withdrawn(), [Tag(base + 1)], "round {round}");
+        assert_eq!(out.yields().len(), 2, "the timer and the next Nop");
+        assert!(matches!(out.status(), Some(Status::WaitingForYields)));
+        assert_eq!(machine.outstanding_yields(), 2, "round {round}");
+        // The dropped `Sleep` completing after all is ignored.
+        out.clear();
+        let mut events = vec![completion(Tag(base + 1), ())];
+        machine.step(Events::new(&mut events), &mut out).unwrap();
+        assert!(out.yields().is_empty() && out.withdrawn().is_empty());
+        // The second `Nop` wins: the receive is dropped, and its timer withdrawn.
+        out.clear();
+        let mut events = vec![completion(Tag(base + 4), ())];
+        machine.step(Events::new(&mut events), &mut out).unwrap();
+        assert_eq!(out.withdrawn(), [Tag(base + 3)], "round {round}");
+        if round + 1 < ROUNDS {
+            assert_eq!(out.yields().len(), 2);
+            assert_eq!(machine.outstanding_yields(), 2, "round {round}");
+        }
+        // The tags' slots do not pile up: the window holds the live ones only.
+        assert!(machine.tag_slots() <= 2, "{} slots", machine.tag_slots());
+    }
+    match out.take_status() {
+        Some(Status::Done(_)) => {}
+        other => panic!("not done: {other:?}"),
+    }
+    assert_eq!(machine.yields_made(), 4 * ROUNDS);
+    assert_eq!(machine.outstanding_yields(), 0);
+    machine.close();
+}
+
+#[test]
+fn dropping_a_pending_yield_all_withdraws_every_yield_still_outstanding() {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::Poll;
+    use wsched::__private::{yield_all, yield_one, Machine};
+    use wsched::testing::completion;
+    use wsched::{Events, IntoPayloads, Payload, Payloads, Status, StepOutput};
+
+    let ctx = TestProcess::start(ContextOut, "run", ())
+        .unwrap()
+        .result::<wsched::Context>();
+    // Three `Numbered` (tags 1 to 3) raced against a `Nop` (tag 4): the `Nop` wins
+    // after the second `Numbered` completed.
+    let mut machine = Box::new(Machine::new(
+        Racer,
+        &["race"],
+        |_: Racer, _: usize, _: Payloads| {
+            Ok(async {
+                {
+                    let mut batch = pin!(yield_all((1..=3).map(Numbered)));
+                    let mut quick = pin!(yield_one(Nop));
+                    std::future::poll_fn(|cx| {
+                        if batch.as_mut().poll(cx).is_ready() {
+                            return Poll::Ready(());
+                        }
+                        quick.as_mut().poll(cx).map(drop)
+                    })
+                    .await;
+                }
+                // Parks, so that the test can look at the machine.
+                yield_one(Nop).await.map_err(wsched::StepError::new)?;
+                Ok(Payload::unit())
+            })
+        },
+    ));
+    // SAFETY: the box stays where it is until the end of the test.
+    unsafe { machine.__stays_in_place() };
+    machine.init(ctx, "race", ().into_payloads()).unwrap();
+    let mut out = StepOutput::new();
+    machine
+        .step(Events::new(&mut Vec::new()), &mut out)
+        .unwrap();
+    assert_eq!(out.yields().len(), 4);
+    out.clear();
+    let mut events = vec![completion(Tag(2), 2_u32), completion(Tag(4), ())];
+    machine.step(Events::new(&mut events), &mut out).unwrap();
+    // Tags 1 and 3 were still outstanding; 2 had arrived (and is dropped).
+    assert_eq!(out.withdrawn(), [Tag(1), Tag(3)]);
+    assert_eq!(machine.outstanding_yields(), 1, "only the last Nop");
+    out.clear();
+    let mut events = vec![completion(Tag(5), ())];
+    machine.step(Events::new(&mut events), &mut out).unwrap();
+    assert!(matches!(out.take_status(), Some(Status::Done(_))));
+    assert_eq!(machine.outstanding_yields(), 0);
+    machine.close();
+}

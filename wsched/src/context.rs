@@ -69,6 +69,13 @@ impl Context {
         self.backend().publish_held(self.pid(), held);
     }
 
+    /// Tells this process's bounded mailbox how many counted messages it took in
+    /// and holds unreceived (a `#[process]` machine's, at the end of a step: see
+    /// `runtime/bounded.rs`).
+    pub(crate) fn report_held(&self, held: usize) {
+        self.backend().report_held(held);
+    }
+
     /// Hands the messages this process took in and never received to the
     /// scheduler's dead letters (a `#[process]` machine's buffer, as it closes).
     pub(crate) fn hand_over_unreceived(&self, messages: &mut VecDeque<Message>) {
@@ -442,6 +449,13 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// `runtime/held.rs`). Runners without listings ignore it.
     fn publish_held(&self, pid: Pid, held: Vec<MessageCount>) {
         let _ = (pid, held);
+    }
+
+    /// Records how many counted messages the calling process (a `#[process]` with
+    /// a bounded mailbox) took in and holds unreceived (see
+    /// `runtime/bounded.rs`). Runners without bounded mailboxes ignore it.
+    fn report_held(&self, held: usize) {
+        let _ = held;
     }
 }
 

@@ -58,6 +58,11 @@ pub(crate) struct Meta {
     /// the testing harness checks completions against. In the static, not in each
     /// payload, so yields stay as small as other payloads.
     output: Option<OutputType>,
+    /// A signal the runtime sends (a monitor's `Down`, a link's `Exit`), wrapped by
+    /// [`Payload::signal`]: it takes no room in a bounded mailbox, wherever it waits
+    /// (see `runtime/bounded.rs`). In the static, as `output` is, so the mark
+    /// travels with the message into a `#[process]`'s own buffer at no cost.
+    signal: bool,
 }
 
 /// The output type of a yielded command, as a completion must hold it.
@@ -80,6 +85,19 @@ impl<T: Any + Send> Described for T {
         inline: fits_inline::<T>(),
         drop: drop_value::<T>,
         output: None,
+        signal: false,
+    };
+}
+
+/// [`Described`] for signals: the same, marked (see [`Meta::signal`]).
+trait DescribedSignal: Any + Send {
+    const META: Meta;
+}
+
+impl<T: Any + Send> DescribedSignal for T {
+    const META: Meta = Meta {
+        signal: true,
+        ..<T as Described>::META
     };
 }
 
@@ -127,6 +145,19 @@ impl Payload {
     /// Wraps a yielded command, remembering its output type (see [`Meta::output`]).
     pub(crate) fn command<C: crate::Command>(command: C) -> Self {
         Self::with_meta(command, &<C as DescribedCommand>::META)
+    }
+
+    /// Wraps a signal the runtime sends (a `Down`, an `Exit`), marked as one (see
+    /// [`is_signal`](Self::is_signal)).
+    pub(crate) fn signal<T: Any + Send>(value: T) -> Self {
+        Self::with_meta(value, &<T as DescribedSignal>::META)
+    }
+
+    /// Whether this was wrapped by [`signal`](Self::signal): a message that takes
+    /// no room in a bounded mailbox.
+    #[inline]
+    pub(crate) fn is_signal(&self) -> bool {
+        self.meta.signal
     }
 
     /// What [`command`](Self::command) stores of a `C`: with the command, all that

@@ -56,6 +56,18 @@ pub trait Process: Send + 'static {
     /// returned (or, if it is never closed, until it is dropped).
     #[doc(hidden)]
     unsafe fn __stays_in_place(&mut self) {}
+
+    /// Not part of the API, and nothing to implement: the runner calls it, before
+    /// `init`, when it gives the process a bounded mailbox
+    /// ([`SpawnOptions::bounded_mailbox`](crate::SpawnOptions::bounded_mailbox)). It
+    /// returns whether the process keeps messages it took in without receiving
+    /// them, which then count against the capacity until it reports them received:
+    /// a `#[process]` machine does, for what its `recv!`s have not taken. Every
+    /// other process receives what its steps take in.
+    #[doc(hidden)]
+    fn __bounded_mailbox(&mut self) -> bool {
+        false
+    }
 }
 
 impl Process for Box<dyn Process> {
@@ -75,6 +87,10 @@ impl Process for Box<dyn Process> {
         // SAFETY: what the caller promises for the box holds for its contents: moving
         // the box leaves them where they are, and they are dropped where they are.
         unsafe { (**self).__stays_in_place() }
+    }
+
+    fn __bounded_mailbox(&mut self) -> bool {
+        (**self).__bounded_mailbox()
     }
 }
 

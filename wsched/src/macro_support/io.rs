@@ -47,6 +47,7 @@ use crate::payload::Payload;
 use crate::process::{
     Completion, Event, InPlace, Message, Status, StepOutput, SuspendKind, SuspendPoint, Tag,
 };
+use crate::runtime::DropOwed;
 
 /// Where one yielded tag stands.
 enum Slot {
@@ -96,11 +97,22 @@ pub(crate) struct Io {
     /// Whether a suspension point returned `Pending` during the current poll (it
     /// wrote where it waits, and the status, into the step's output).
     pub(crate) suspended: bool,
-    /// Whether the runner promised to keep the process in place until it is closed
-    /// ([`Process::__stays_in_place`](crate::Process::__stays_in_place)): the
-    /// machine starts its coroutine only then.
-    pub(crate) in_place: bool,
+    /// What the runner told the machine ([`IN_PLACE`], [`BOUNDED`]): one byte for
+    /// both, so the state is no larger for the second.
+    runner: u8,
 }
+
+/// In [`Io::runner`]: the runner promised to keep the process in place until it is
+/// closed ([`Process::__stays_in_place`](crate::Process::__stays_in_place)): the
+/// machine starts its coroutine only then.
+const IN_PLACE: u8 = 1;
+/// In [`Io::runner`]: the process has a bounded mailbox
+/// ([`Process::__bounded_mailbox`](crate::Process::__bounded_mailbox)), which
+/// counts what the buffer holds: the machine reports it after each step that
+/// changed it.
+const BOUNDED: u8 = 2;
+/// In [`Io::runner`]: the step took in a [`DropOwed`] and dropped messages.
+const DROPPED: u8 = 4;
 
 impl Default for Io {
     fn default() -> Self {
@@ -113,7 +125,7 @@ impl Default for Io {
             cancel_pending: false,
             cancelled: false,
             suspended: false,
-            in_place: false,
+            runner: 0,
         }
     }
 }
@@ -147,6 +159,48 @@ impl Io {
         }
     }
 
+    /// A completion nobody waits for, handed back to be dropped; unless it tells
+    /// the process to drop its oldest unreceived messages, which a full bounded
+    /// mailbox dropped to make room (see `runtime/bounded.rs`): they go to the dead
+    /// letters now, as the step takes in its events, before any `recv!` can take
+    /// them. Out of line: a late completion is rare.
+    #[cold]
+    #[inline(never)]
+    fn take_in_late(&mut self, late: Result<Payload, YieldError>) -> Option<Payload> {
+        let DropOwed { owed, owner } = match late.ok()?.take::<DropOwed>() {
+            Ok(owed) => owed,
+            Err(other) => return Some(other),
+        };
+        let mut dropped = Vec::with_capacity(owed);
+        while dropped.len() < owed {
+            // The oldest counted message: signals take no room, so are not dropped.
+            let Some(at) = self.mailbox.iter().position(|m| !m.payload.is_signal()) else {
+                debug_assert!(false, "owed a drop of a message it does not hold");
+                break;
+            };
+            dropped.extend(self.mailbox.remove(at));
+        }
+        // The step reports the change (see `Machine::report_bounded`).
+        self.runner |= DROPPED;
+        match owner {
+            Some((to, handle)) => {
+                for message in dropped {
+                    handle.shared().drop_oldest(to, message);
+                }
+            }
+            None => crate::runtime::drop_all_quietly(dropped),
+        }
+        None
+    }
+
+    /// Whether [`take_in_late`](Self::take_in_late) dropped messages since this was
+    /// last asked.
+    pub(crate) fn take_dropped(&mut self) -> bool {
+        let dropped = self.runner & DROPPED != 0;
+        self.runner &= !DROPPED;
+        dropped
+    }
+
     /// [`take_in`](Self::take_in) without a direct completion (for the unit tests,
     /// which loom builds leave out).
     #[cfg(all(test, not(loom)))]
@@ -166,7 +220,7 @@ impl Io {
                 *slot = Slot::Ready(c.result);
                 None
             }
-            _ => c.result.ok(),
+            _ => self.take_in_late(c.result),
         }
     }
 
@@ -370,9 +424,38 @@ impl Io {
         self.suspended = true;
     }
 
+    /// Whether the runner promised to keep the process in place (see [`IN_PLACE`]).
+    pub(crate) fn in_place(&self) -> bool {
+        self.runner & IN_PLACE != 0
+    }
+
+    pub(crate) fn set_in_place(&mut self) {
+        self.runner |= IN_PLACE;
+    }
+
+    /// Whether the process has a bounded mailbox (see [`BOUNDED`]).
+    #[inline(always)]
+    pub(crate) fn bounded(&self) -> bool {
+        self.runner & BOUNDED != 0
+    }
+
+    pub(crate) fn set_bounded(&mut self) {
+        self.runner |= BOUNDED;
+    }
+
     /// How many tags the process has handed out so far.
     pub(crate) fn tags_issued(&self) -> u64 {
         self.last_tag
+    }
+
+    /// How many yields are outstanding (not taken, not given up on).
+    pub(crate) fn outstanding(&self) -> usize {
+        self.live as usize
+    }
+
+    /// How many tag slots are kept.
+    pub(crate) fn slot_count(&self) -> usize {
+        self.slots.len()
     }
 }
 
@@ -693,6 +776,23 @@ pub(crate) fn with<R>(what: &'static str, f: impl FnOnce(&mut Io) -> R) -> R {
 #[track_caller]
 pub(crate) fn with_step<R>(what: &'static str, f: impl FnOnce(&mut Io, &mut StepOutput) -> R) -> R {
     installed(what).lend_step(what, f)
+}
+
+/// [`with_step`] for a suspension point dropped while it waited (a user's select
+/// that dropped the loser): `None`, and `f` not run, where `with_step` panics.
+/// That is outside a step, or while the machine drops its coroutine (when the
+/// process ends, which releases everything it waited for anyway), or re-entrantly
+/// (a drop run by the runtime under a borrow of the state, which does not drop
+/// suspension points). A drop must not panic: it may run while unwinding.
+#[cold]
+#[inline(never)]
+pub(crate) fn try_with_step<R>(f: impl FnOnce(&mut Io, &mut StepOutput) -> R) -> Option<R> {
+    // SAFETY: as in `installed`.
+    let lent = unsafe { CURRENT.get().as_ref() }?;
+    if lent.busy.get() || lent.out.is_null() {
+        return None;
+    }
+    Some(lent.lend_step("a suspension point's drop", f))
 }
 
 /// [`with_step`] for a suspension point being polled with `cx`: the state is found

@@ -202,6 +202,18 @@ impl<P, S, F> Machine<P, S, F> {
         self.io.tags_issued()
     }
 
+    /// How many of its yields are outstanding: made, and neither completed and
+    /// taken nor given up on (withdrawn).
+    pub fn outstanding_yields(&self) -> usize {
+        self.io.outstanding()
+    }
+
+    /// How many tag slots it keeps (see `io.rs`): at most the outstanding yields
+    /// and those completed among them since the last yield made alone.
+    pub fn tag_slots(&self) -> usize {
+        self.io.slot_count()
+    }
+
     /// How many received messages wait in its mailbox (e.g. other types than a typed
     /// `recv!` wants).
     pub fn mailbox_len(&self) -> usize {
@@ -217,12 +229,43 @@ impl<P, S, F> Machine<P, S, F> {
     /// buffer does not change between steps, its length before a step is what was
     /// published last.
     #[inline]
-    fn publish_held(&self, before: usize, took_in: bool) {
+    fn publish_held(&mut self, before: usize, took_in: bool) {
+        if self.io.bounded() {
+            return self.report_bounded(before, took_in);
+        }
         let after = self.io.mailbox.len();
         if after != before || (after != 0 && took_in) {
             if let Some(ctx) = &self.ctx {
                 ctx.publish_held(&self.io.mailbox);
             }
+        }
+    }
+
+    /// [`publish_held`](Self::publish_held) for a process with a bounded mailbox,
+    /// which counts the buffer's messages until they are received (see
+    /// `runtime/bounded.rs`): after a step that took messages in or received some,
+    /// it is told how many counted ones (all but signals) the buffer holds now,
+    /// which releases the room of those received. Out of line: only bounded
+    /// mailboxes pay for it.
+    #[cold]
+    #[inline(never)]
+    fn report_bounded(&mut self, before: usize, took_in: bool) {
+        let after = self.io.mailbox.len();
+        let dropped = self.io.take_dropped();
+        if after == before && !took_in && !dropped {
+            // Nothing came in or went out: the count is still right.
+            return;
+        }
+        let Some(ctx) = &self.ctx else { return };
+        let counted = self
+            .io
+            .mailbox
+            .iter()
+            .filter(|m| !m.payload.is_signal())
+            .count();
+        ctx.report_held(counted);
+        if after != before || after != 0 || dropped {
+            ctx.publish_held(&self.io.mailbox);
         }
     }
 
@@ -263,7 +306,7 @@ where
         if !matches!(self.state, State::Unstarted { .. }) {
             return Err(InitError::failed("this process was already initialised"));
         }
-        if !self.io.in_place {
+        if !self.io.in_place() {
             return Err(InitError::failed(
                 "a #[process] process is started by the scheduler or wsched::testing, \
                  which keep it in place while its entry runs; it cannot be initialised \
@@ -368,6 +411,13 @@ where
     }
 
     unsafe fn __stays_in_place(&mut self) {
-        self.io.in_place = true;
+        self.io.set_in_place();
+    }
+
+    fn __bounded_mailbox(&mut self) -> bool {
+        // What the buffer holds counts against the capacity until received: the
+        // steps report it (see `report_bounded`).
+        self.io.set_bounded();
+        true
     }
 }

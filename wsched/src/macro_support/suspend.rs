@@ -9,6 +9,13 @@
 //!
 //! A pending cancel is reported by the first suspension point that would otherwise have
 //! to wait; results that are already there are handed out first, so nothing is lost.
+//!
+//! A suspension point dropped while it waits (the loser of a select a user wrote,
+//! say) gives up what it waited for as a cancel does: its outstanding yields are
+//! withdrawn (which cancels their timers and calls) and their tags retired, so
+//! their completions are ignored and their slots recycled ([`abandon_dropped`]).
+//! Each future marks when it has nothing outstanding any more, so that the drop of
+//! one that completed, the usual case, is a check the compiler folds away.
 
 use std::any::{type_name, Any, TypeId};
 use std::collections::VecDeque;
@@ -79,13 +86,40 @@ pub struct YieldOne<O, C> {
     command: Option<C>,
     /// `Payload::command_meta::<C>()`, to wrap it.
     meta: &'static Meta,
-    /// After the first poll: the tag it was yielded with.
+    /// From the first poll until it completes (or gives up): the tag it was
+    /// yielded with. `Tag(0)` otherwise, which no yield carries (tags start at 1).
     tag: Tag,
     location: &'static Location<'static>,
     _types: PhantomData<fn() -> (O, C)>,
 }
 
 impl<O, C> Unpin for YieldOne<O, C> {}
+
+impl<O, C> Drop for YieldOne<O, C> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if self.tag.0 != 0 {
+            abandon_dropped(self.tag.0, 1);
+        }
+    }
+}
+
+/// Gives up on the yields `first .. first + count` of a suspension point dropped
+/// while it waited for them: those whose completion has not arrived are withdrawn
+/// (their timers, calls and futures released), and every one's tag is retired, so
+/// a late completion is ignored and the slots are recycled. Completions that had
+/// arrived are dropped here, outside the borrow of the state. Nothing to do
+/// outside a step (see `io::try_with_step`).
+#[cold]
+#[inline(never)]
+fn abandon_dropped(first: u64, count: u64) {
+    let arrived = io::try_with_step(|io, out| {
+        (first..first + count)
+            .filter_map(|tag| io.abandon(out, Tag(tag)))
+            .collect::<Vec<_>>()
+    });
+    drop(arrived);
+}
 
 impl<O: Any + Send, C> Future for YieldOne<O, C> {
     type Output = Result<O, YieldError>;
@@ -141,10 +175,11 @@ impl<O: Any + Send, C> YieldOne<O, C> {
                 (tag, false)
             },
         );
-        self.tag = tag;
         if cancelled {
+            // Given up on already: nothing outstanding.
             Poll::Ready(Err(YieldError::Cancelled))
         } else {
+            self.tag = tag;
             Poll::Pending
         }
     }
@@ -168,7 +203,14 @@ impl<O: Any + Send, C> YieldOne<O, C> {
             ),
         };
         match got {
-            Some(result) => Poll::Ready(output::<O>(result)),
+            Some(result) => {
+                let output = output::<O>(result);
+                // Taken (or given up on, for a cancel): nothing outstanding. Stored
+                // last, next to the drop that reads it, so that the compiler folds
+                // the two (nothing in between may write to the future).
+                self.tag = Tag(0);
+                Poll::Ready(output)
+            }
             None => Poll::Pending,
         }
     }
@@ -340,7 +382,8 @@ impl ExactSizeIterator for Results {}
 pub struct YieldMany<T> {
     /// The tag of the first command.
     first: u64,
-    /// How many commands were yielded.
+    /// How many commands were yielded; 0 once their results were handed out
+    /// (nothing outstanding).
     count: u64,
     /// The first `arrived` completions are known to be there.
     arrived: u64,
@@ -350,6 +393,15 @@ pub struct YieldMany<T> {
 }
 
 impl<T> Unpin for YieldMany<T> {}
+
+impl<T> Drop for YieldMany<T> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if self.count != 0 {
+            abandon_dropped(self.first, self.count);
+        }
+    }
+}
 
 impl<T> YieldMany<T> {
     fn new(
@@ -385,10 +437,13 @@ impl<T> Future for YieldMany<T> {
             |io, out| this.poll_lent(io, out),
         );
         if done {
-            Poll::Ready((this.collect)(Results {
+            let results = Results {
                 next: this.first,
                 end: this.first + this.count,
-            }))
+            };
+            // Handed out now: nothing outstanding.
+            this.count = 0;
+            Poll::Ready((this.collect)(results))
         } else {
             Poll::Pending
         }
@@ -578,6 +633,17 @@ enum Deadline {
 
 impl<F> Unpin for Recv<F> {}
 
+impl<F> Drop for Recv<F> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        // Every way out of a receive retires its timer: one still running means it
+        // was dropped waiting.
+        if let Deadline::Timer(timer) = self.deadline {
+            abandon_dropped(timer.0, 1);
+        }
+    }
+}
+
 /// Takes the oldest message `F` accepts out of `mailbox`, converted.
 #[inline]
 fn take_message<F: Filter>(mailbox: &mut VecDeque<Message>) -> Option<F::Output> {
@@ -742,7 +808,12 @@ impl<F: Filter> Future for Recv<F> {
             },
         );
         match quick {
-            Quick::Message(message) => Poll::Ready(Ok(message)),
+            Quick::Message(message) => {
+                // No timer, as checked above; said again after the receive's calls,
+                // so that the compiler folds the drop's check of it.
+                this.deadline = Deadline::None;
+                Poll::Ready(Ok(message))
+            }
             Quick::Pending => Poll::Pending,
             Quick::Other => this.poll_slow(cx),
         }

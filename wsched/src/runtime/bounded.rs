@@ -12,11 +12,34 @@
 //! mailbox and take no room: a full mailbox never holds up a completion the process
 //! waits for, nor tells a watcher late that something ended.
 //!
-//! A step takes everything queued, so the room comes back as soon as the process
-//! steps. A [`#[process]`](crate::process) process takes its messages into its own
-//! machine at each step, where those that no `recv!` asked for yet wait (see
-//! [`this::mailbox_len`](crate::this::mailbox_len)): the capacity bounds what waits
-//! for the next step, not that buffer.
+//! The capacity bounds every message sent to the process and not yet received by
+//! it, whichever buffer holds it. A hand-written process receives what a step takes
+//! in, so the room comes back as soon as the process steps. A
+//! [`#[process]`](crate::process) process takes its messages into its own machine
+//! at each step, where those that no `recv!` asked for yet wait (see
+//! [`this::mailbox_len`](crate::this::mailbox_len)): those keep counting until a
+//! `recv!` takes them.
+//!
+//! # A `#[process]`'s own buffer
+//!
+//! Only the process's owner may touch its machine's buffer, so the mailbox keeps a
+//! count of it instead ([`Bounded::held`]): a step moves the queued count there
+//! when it takes the messages in, and at its end the machine reports how many it
+//! still holds ([`Bounded::report_held`]), which releases what its receives took.
+//! Between the two the count is high by what the step received, never low: a send
+//! during a step may be refused (or drop a message) that would have found room a
+//! moment later, as if it came before the receives. The runtime learns that a
+//! process holds messages when it gives it the bounded mailbox, before it runs
+//! ([`Process::__bounded_mailbox`](crate::Process::__bounded_mailbox)); an
+//! unbounded mailbox, and a hand-written process, never pay for any of this.
+//!
+//! Dropping the oldest message when it sits in the machine's buffer is the owner's
+//! to do: the send counts it as dropped (so the bound holds at once), owes the
+//! owner the drop ([`Bounded::owed`]) and wakes the process, whose next step finds
+//! a [`DropOwed`] among its events and drops its oldest unreceived messages to the
+//! dead letters before anything can receive them. A step that received the
+//! messages meanwhile voids what it can no longer drop when it reports: that send
+//! came after the receives, and found room.
 //!
 //! # When it is full
 //!
@@ -28,11 +51,13 @@
 //!   ([`DeadLetterReason::MailboxFull`](crate::DeadLetterReason::MailboxFull)), and
 //!   an interval goes on with its next period. Counted in
 //!   [`Metrics::rejected_messages`](crate::Metrics::rejected_messages).
-//! * [`Overflow::DropOldest`]: the send succeeds; the oldest message still queued
-//!   is taken out to make room and becomes a dead letter
+//! * [`Overflow::DropOldest`]: the send succeeds; the oldest message not yet
+//!   received is taken out to make room and becomes a dead letter
 //!   ([`DeadLetterReason::DroppedOldest`](crate::DeadLetterReason::DroppedOldest)):
 //!   it goes to the [`on_dead_letter`](crate::Builder::on_dead_letter) hook, on the
-//!   sending thread (under no runtime lock), and is counted both in
+//!   sending thread (under no runtime lock) if it was still queued, or on the
+//!   process's own worker at its next step if its machine had taken it in, and is
+//!   counted both in
 //!   [`Metrics::dead_letters`](crate::Metrics::dead_letters) and in
 //!   [`Metrics::dropped_messages`](crate::Metrics::dropped_messages). Never silently.
 //!
@@ -45,14 +70,21 @@
 //! whether it is bounded, so a send to an unbounded one takes the branch it already
 //! took on that slot. A bounded mailbox keeps its events in a ring of its own, each
 //! marked whether it counts; all of it under the mailbox lock, like every push, so no
-//! new synchronisation is involved.
+//! new synchronisation is involved. A `#[process]` pays one branch a step for
+//! knowing whether its mailbox is bounded; a bounded one, one more pass of the
+//! mailbox lock after each step that took messages in or received some (to report
+//! what it holds), and a look at its buffer then (as listings already take).
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::mem;
 // Statistics, not synchronisation (see `metrics.rs`).
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::process::{Event, Message};
+use crate::payload::Payload;
+use crate::pid::Pid;
+use crate::process::{Completion, Event, Message, Tag};
+use crate::runtime::Handle;
 
 /// What a send to a full bounded mailbox does. See
 /// [`SpawnOptions::bounded_mailbox`](crate::SpawnOptions::bounded_mailbox).
@@ -63,8 +95,8 @@ pub enum Overflow {
     /// and the error hands the message back: the sender decides (retry later, shed
     /// the load, go elsewhere).
     Reject,
-    /// The send succeeds, and the oldest message still queued is dropped to make
-    /// room: counted, and handed to the dead-letter hook (see
+    /// The send succeeds, and the oldest message not yet received is dropped to
+    /// make room: counted, and handed to the dead-letter hook (see
     /// [`DeadLetterReason::DroppedOldest`](crate::DeadLetterReason::DroppedOldest)).
     /// For processes that only care about the latest news.
     DropOldest,
@@ -88,7 +120,9 @@ pub struct MailboxInfo {
     pub capacity: usize,
     /// What a send to it does when it is full.
     pub overflow: Overflow,
-    /// Messages queued now, not yet taken into a step.
+    /// Messages sent and not yet received, which count against the capacity:
+    /// those queued, and those a `#[process]` took into its own buffer and no
+    /// `recv!` took yet.
     pub queued: usize,
     /// Messages dropped to make room ([`Overflow::DropOldest`]).
     pub dropped: u64,
@@ -126,14 +160,48 @@ pub(crate) enum Pushed {
 
 /// A bounded mailbox's events, in arrival order, and its bound. Boxed in the
 /// mailbox's first slot (see `cell/mod.rs`), so unbounded cells carry nothing more.
+///
+/// The count against the capacity is `queued + held`; see the module docs.
 pub(crate) struct Bounded {
     capacity: usize,
     overflow: Overflow,
+    /// Whether the process keeps messages it took in without receiving them (a
+    /// `#[process]` machine): then `held` counts them.
+    holds: bool,
     events: VecDeque<Queued>,
     /// How many of `events` count against the capacity.
-    messages: usize,
+    queued: usize,
+    /// Counted messages the process took in and has not received (as far as it
+    /// reported), less those it owes dropping: always `holds` or 0.
+    held: usize,
+    /// Messages in the process's own buffer that sends dropped to make room, which
+    /// the process has not been told of yet (see [`DropOwed`]).
+    owed: usize,
     dropped: u64,
     rejected: u64,
+}
+
+/// Among a `#[process]`'s events: drop your `owed` oldest unreceived messages,
+/// which full sends dropped to make room (see the module docs), and hand them to
+/// `owner`'s dead letters (`None` only for cells without a scheduler). A late
+/// completion to anything else (tag 0 is no yield's), so a process that does not
+/// know it drops it, and a user cannot make one.
+pub(crate) struct DropOwed {
+    pub(crate) owed: usize,
+    pub(crate) owner: Option<(Pid, Handle)>,
+}
+
+/// What [`Bounded::push_message`] did.
+pub(crate) enum Push {
+    /// Queued.
+    Queued,
+    /// Queued, and the oldest message, still queued, was dropped to make room.
+    Displaced(Message),
+    /// Queued, and the oldest message, in the process's own buffer, was counted
+    /// dropped: the process must step to drop it (see [`DropOwed`]).
+    Owed,
+    /// Full, rejected: the message handed back.
+    Full(Message),
 }
 
 struct Queued {
@@ -152,11 +220,21 @@ impl Bounded {
         Self {
             capacity,
             overflow,
+            holds: false,
             events: VecDeque::new(),
-            messages: 0,
+            queued: 0,
+            held: 0,
+            owed: 0,
             dropped: 0,
             rejected: 0,
         }
+    }
+
+    /// Says that the process keeps messages it took in until it receives them (a
+    /// `#[process]` machine), which then count until it reports them received.
+    pub(crate) fn holding(mut self, holds: bool) -> Self {
+        self.holds = holds;
+        self
     }
 
     pub(crate) fn capacity(&self) -> usize {
@@ -171,32 +249,32 @@ impl Bounded {
         });
     }
 
-    /// Queues `message`, as a counted message unless `signal`. `Ok(None)`: queued;
-    /// `Ok(Some(oldest))`: queued, and `oldest` was dropped to make room; `Err`: full,
-    /// rejected, the message handed back. Out of line: unbounded sends never come
-    /// here.
+    /// Queues `message`, as a counted message unless `signal` (or a payload made a
+    /// signal, which stays one when forwarded: the process's own buffer tells them
+    /// apart by that mark). Out of line: unbounded sends never come here.
     #[inline(never)]
-    pub(crate) fn push_message(
-        &mut self,
-        message: Message,
-        signal: bool,
-    ) -> Result<Option<Message>, Message> {
-        if signal {
+    pub(crate) fn push_message(&mut self, message: Message, signal: bool) -> Push {
+        if signal || message.payload.is_signal() {
             self.push_uncounted(Event::Message(message));
-            return Ok(None);
+            return Push::Queued;
         }
-        if self.messages < self.capacity {
-            self.messages += 1;
-            self.events.push_back(Queued {
-                event: Event::Message(message),
-                counted: true,
-            });
-            return Ok(None);
+        if self.queued + self.held < self.capacity {
+            self.push_counted(message);
+            return Push::Queued;
         }
         match self.overflow {
             Overflow::Reject => {
                 self.rejected += 1;
-                Err(message)
+                Push::Full(message)
+            }
+            Overflow::DropOldest if self.held > 0 => {
+                // The oldest unreceived message is in the process's own buffer
+                // (it arrived before anything queued): counted as dropped now,
+                // dropped by the process at its next step.
+                self.held -= 1;
+                self.owed += 1;
+                self.push_counted(message);
+                Push::Owed
             }
             Overflow::DropOldest => {
                 // The capacity is at least 1 (checked at spawn), so a full mailbox
@@ -218,9 +296,17 @@ impl Bounded {
                     counted: true,
                 });
                 self.dropped += 1;
-                Ok(Some(oldest))
+                Push::Displaced(oldest)
             }
         }
+    }
+
+    fn push_counted(&mut self, message: Message) {
+        self.queued += 1;
+        self.events.push_back(Queued {
+            event: Event::Message(message),
+            counted: true,
+        });
     }
 
     /// The queued events, oldest first.
@@ -228,20 +314,59 @@ impl Bounded {
         self.events.iter().map(|queued| &queued.event)
     }
 
-    /// Moves every event, oldest first, to the end of `buffer`: the room comes back.
-    pub(crate) fn drain_into(&mut self, buffer: &mut Vec<Event>) {
+    /// Moves every event, oldest first, to the end of `buffer`: the room comes back,
+    /// unless the process holds what it takes in (then it counts as held, and the
+    /// drops owed to the process follow, as a [`DropOwed`]).
+    ///
+    /// Out of line: the drain of an unbounded mailbox, on every run of a process,
+    /// stays as small as it was.
+    #[inline(never)]
+    pub(crate) fn drain_into(
+        &mut self,
+        buffer: &mut Vec<Event>,
+        pid: Pid,
+        handle: Option<&Handle>,
+    ) {
         buffer.extend(self.events.drain(..).map(|queued| queued.event));
-        self.messages = 0;
+        if self.holds {
+            self.held += self.queued;
+            if self.owed > 0 {
+                // Dropped for sure now: the process drops them as it takes this in,
+                // before anything can receive them (see `report_held`).
+                self.dropped += self.owed as u64;
+                let owed = DropOwed {
+                    owed: mem::take(&mut self.owed),
+                    owner: handle.map(|handle| (pid, handle.clone())),
+                };
+                buffer.push(Event::Completion(Completion {
+                    tag: Tag(0),
+                    result: Ok(Payload::new(owed)),
+                }));
+            }
+        }
+        self.queued = 0;
         if self.events.capacity() > KEEP {
             self.events = VecDeque::new();
         }
+    }
+
+    /// The process, at the end of a step, holds `held` counted messages it took in
+    /// and did not receive (those it owes dropping among them): what it received
+    /// since it last reported is released. Drops owed that it can no longer make
+    /// (it received the messages meanwhile: the sends count as coming after the
+    /// receives, and found room) are void. So the drops owed never exceed what it
+    /// holds until its next step takes them in, before any receive.
+    pub(crate) fn report_held(&mut self, held: usize) {
+        debug_assert!(self.holds, "only a process that holds messages reports");
+        self.owed = self.owed.min(held);
+        self.held = held - self.owed;
     }
 
     pub(crate) fn info(&self) -> MailboxInfo {
         MailboxInfo {
             capacity: self.capacity,
             overflow: self.overflow,
-            queued: self.messages,
+            queued: self.queued + self.held,
             dropped: self.dropped,
             rejected: self.rejected,
         }
@@ -276,8 +401,6 @@ impl OverflowCounts {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::payload::Payload;
-    use crate::process::{Completion, Tag};
 
     fn message(n: u32) -> Message {
         Message {
@@ -286,15 +409,32 @@ mod tests {
         }
     }
 
-    /// What the drained events were: numbers for messages, 0 for anything else.
+    fn queued(push: Push) -> bool {
+        matches!(push, Push::Queued)
+    }
+
+    fn displaced(push: Push) -> u32 {
+        match push {
+            Push::Displaced(m) => m.payload.downcast::<u32>().unwrap(),
+            _ => panic!("not displaced"),
+        }
+    }
+
+    /// What the drained events were: numbers for messages, `DropOwed(n)` as
+    /// 1000 + n, 0 for anything else.
     fn drained(bounded: &mut Bounded) -> Vec<u32> {
         let mut buffer = Vec::new();
-        bounded.drain_into(&mut buffer);
+        bounded.drain_into(&mut buffer, Pid::from_raw(1), None);
         buffer
             .into_iter()
             .map(|event| match event {
                 Event::Message(m) => *m.payload.downcast_ref::<u32>().unwrap(),
-                _ => 0,
+                Event::Completion(c) => c
+                    .result
+                    .unwrap()
+                    .downcast_ref::<DropOwed>()
+                    .map_or(0, |owed| 1000 + owed.owed as u32),
+                Event::Cancel => 0,
             })
             .collect()
     }
@@ -303,31 +443,98 @@ mod tests {
     fn dropping_the_oldest_skips_what_takes_no_room() {
         let mut bounded = Bounded::new(2, Overflow::DropOldest);
         // A signal and a completion first: neither counts, neither is dropped.
-        assert!(bounded.push_message(message(100), true).unwrap().is_none());
+        assert!(queued(bounded.push_message(message(100), true)));
         bounded.push_uncounted(Event::Completion(Completion {
             tag: Tag(1),
             result: Ok(Payload::unit()),
         }));
-        assert!(bounded.push_message(message(1), false).unwrap().is_none());
-        assert!(bounded.push_message(message(2), false).unwrap().is_none());
-        let oldest = bounded.push_message(message(3), false).unwrap().unwrap();
-        assert_eq!(oldest.payload.downcast::<u32>().unwrap(), 1);
+        assert!(queued(bounded.push_message(message(1), false)));
+        assert!(queued(bounded.push_message(message(2), false)));
+        assert_eq!(displaced(bounded.push_message(message(3), false)), 1);
         assert_eq!(bounded.info().queued, 2);
         assert_eq!(bounded.info().dropped, 1);
         assert_eq!(drained(&mut bounded), [100, 0, 2, 3]);
         // The room is back.
         assert_eq!(bounded.info().queued, 0);
-        assert!(bounded.push_message(message(4), false).unwrap().is_none());
+        assert!(queued(bounded.push_message(message(4), false)));
     }
 
     #[test]
     fn rejecting_hands_the_message_back_and_signals_still_get_in() {
         let mut bounded = Bounded::new(1, Overflow::Reject);
-        assert!(bounded.push_message(message(1), false).unwrap().is_none());
-        let refused = bounded.push_message(message(2), false).unwrap_err();
+        assert!(queued(bounded.push_message(message(1), false)));
+        let Push::Full(refused) = bounded.push_message(message(2), false) else {
+            panic!("not refused")
+        };
         assert_eq!(refused.payload.downcast::<u32>().unwrap(), 2);
-        assert!(bounded.push_message(message(100), true).unwrap().is_none());
+        assert!(queued(bounded.push_message(message(100), true)));
         assert_eq!((bounded.info().queued, bounded.info().rejected), (1, 1));
         assert_eq!(drained(&mut bounded), [1, 100]);
+    }
+
+    #[test]
+    fn what_a_holding_process_took_in_counts_until_it_reports_it_received() {
+        let mut bounded = Bounded::new(2, Overflow::Reject).holding(true);
+        assert!(queued(bounded.push_message(message(1), false)));
+        assert!(queued(bounded.push_message(message(2), false)));
+        assert_eq!(drained(&mut bounded), [1, 2]);
+        // Taken in, not received: still full.
+        assert_eq!(bounded.info().queued, 2);
+        assert!(matches!(
+            bounded.push_message(message(3), false),
+            Push::Full(_)
+        ));
+        // A signal takes no room, and nor does a forwarded one.
+        assert!(queued(bounded.push_message(message(100), true)));
+        let forwarded = Message {
+            from: None,
+            payload: Payload::signal(101_u32),
+        };
+        assert!(queued(bounded.push_message(forwarded, false)));
+        // One received: room for one.
+        bounded.report_held(1);
+        assert_eq!(bounded.info().queued, 1);
+        assert!(queued(bounded.push_message(message(4), false)));
+        assert!(matches!(
+            bounded.push_message(message(5), false),
+            Push::Full(_)
+        ));
+        assert_eq!(drained(&mut bounded), [100, 101, 4]);
+        assert_eq!(bounded.info().queued, 2);
+    }
+
+    #[test]
+    fn dropping_the_oldest_reaches_into_a_holding_processs_buffer_through_the_process() {
+        let mut bounded = Bounded::new(2, Overflow::DropOldest).holding(true);
+        assert!(queued(bounded.push_message(message(1), false)));
+        assert!(queued(bounded.push_message(message(2), false)));
+        assert_eq!(drained(&mut bounded), [1, 2]);
+        // 1 and 2 are in the process's buffer: dropping them is owed to it.
+        assert!(matches!(
+            bounded.push_message(message(3), false),
+            Push::Owed
+        ));
+        assert!(matches!(
+            bounded.push_message(message(4), false),
+            Push::Owed
+        ));
+        // Nothing held any more: the oldest is queued, and dropped here.
+        assert_eq!(displaced(bounded.push_message(message(5), false)), 3);
+        assert_eq!(bounded.info().queued, 2);
+        assert_eq!(bounded.info().dropped, 1);
+        // The next step takes in 4 and 5, and is told to drop two.
+        assert_eq!(drained(&mut bounded), [4, 5, 1002]);
+        assert_eq!(bounded.info().dropped, 3);
+        bounded.report_held(2);
+        assert_eq!(bounded.info().queued, 2);
+        // A drop owed to a step that received everything meanwhile is void.
+        assert!(matches!(
+            bounded.push_message(message(6), false),
+            Push::Owed
+        ));
+        bounded.report_held(0);
+        assert_eq!(bounded.info().queued, 1);
+        assert_eq!(drained(&mut bounded), [6]);
+        assert_eq!(bounded.info().dropped, 3);
     }
 }

@@ -18,9 +18,10 @@
 //! are not messages and are dropped quietly as before.
 //!
 //! And, from a live process's bounded mailbox (see `bounded.rs`): the oldest
-//! message a full [`Overflow::DropOldest`](crate::Overflow::DropOldest) mailbox
-//! dropped to make room ([`DeadLetterReason::DroppedOldest`], handed over on the
-//! sending thread), and a timed message that fell due on a full
+//! unreceived message a full [`Overflow::DropOldest`](crate::Overflow::DropOldest)
+//! mailbox dropped to make room ([`DeadLetterReason::DroppedOldest`], handed over on
+//! the sending thread, or on the process's worker at its next step when a
+//! `#[process]` machine had taken it in), and a timed message that fell due on a full
 //! [`Overflow::Reject`](crate::Overflow::Reject) mailbox, which has no sender to
 //! go back to ([`DeadLetterReason::MailboxFull`], on the timer thread).
 //!
@@ -83,7 +84,7 @@ pub enum DeadLetterReason {
     ProcessEnded,
     /// Its process's bounded mailbox was full, with
     /// [`Overflow::DropOldest`](crate::Overflow::DropOldest): it was the oldest message
-    /// queued, dropped to make room for a newer one (also counted in
+    /// not yet received, dropped to make room for a newer one (also counted in
     /// [`Metrics::dropped_messages`](crate::Metrics::dropped_messages)).
     DroppedOldest,
     /// A timed message ([`Handle::send_after`](crate::Handle::send_after),

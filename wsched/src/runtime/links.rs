@@ -229,7 +229,7 @@ impl Monitors {
                 reason: reason.clone(),
             };
             // A signal: it takes no room in a bounded mailbox (see `bounded.rs`).
-            let _ = shared.send_signal(Some(from), to, Payload::new(exit));
+            let _ = shared.send_signal(Some(from), to, Payload::signal(exit));
         } else if !reason.is_normal() {
             let root = match reason {
                 ExitReason::Linked { reason, .. } => (**reason).clone(),

@@ -55,6 +55,7 @@ mod trace;
 mod unobserved;
 mod worker;
 
+pub(crate) use bounded::DropOwed;
 pub use bounded::{MailboxInfo, Overflow};
 pub use builder::Builder;
 pub use calls::{CallError, Reply, Request};

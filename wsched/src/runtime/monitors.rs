@@ -553,7 +553,7 @@ fn deliver(shared: &Shared, watcher: &Watcher, down: Down) {
     match watcher {
         Watcher::Process(to) => {
             // A signal: it takes no room in a bounded mailbox (see `bounded.rs`).
-            let _ = shared.send_signal(Some(down.pid), *to, Payload::new(down));
+            let _ = shared.send_signal(Some(down.pid), *to, Payload::signal(down));
         }
         Watcher::Thread(slot) => slot.fill(down),
         Watcher::Call(slot) => {

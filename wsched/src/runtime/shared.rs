@@ -317,9 +317,10 @@ impl Shared {
         }
     }
 
-    /// Sends a signal the runtime makes (a monitor's `Down`, a link's `Exit`): a
-    /// message that takes no room in a bounded mailbox and is never refused for
-    /// want of it.
+    /// Sends a signal the runtime makes (a monitor's `Down`, a link's `Exit`, in a
+    /// payload made by `Payload::signal`, whose mark a `#[process]`'s own buffer
+    /// reads): a message that takes no room in a bounded mailbox and is never
+    /// refused for want of it.
     pub(crate) fn send_signal(
         &self,
         from: Option<Pid>,
@@ -1039,5 +1040,9 @@ impl Backend for Header {
 
     fn publish_held(&self, pid: Pid, held: Vec<MessageCount>) {
         self.handle().shared().held.publish(pid, held);
+    }
+
+    fn report_held(&self, held: usize) {
+        self.set_held(held);
     }
 }

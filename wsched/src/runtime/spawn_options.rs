@@ -32,7 +32,7 @@ use super::cell::NewProcess;
 /// let options = SpawnOptions::new().bounded_mailbox(100, Overflow::Reject);
 /// let pid = scheduler.spawn_with(Count, "run", (), options)?;
 /// // Sends to `pid` fail with `SendErrorKind::MailboxFull`, the message handed back,
-/// // while 100 messages wait for it to step.
+/// // while 100 messages wait for it to receive them.
 /// scheduler.send(pid, "hello")?;
 /// # let _ = scheduler.wait(pid)?;
 /// # let _ = SendErrorKind::MailboxFull;
@@ -53,25 +53,29 @@ impl SpawnOptions {
         }
     }
 
-    /// Bounds the process's mailbox to `capacity` messages: once that many wait for
-    /// it to step, a send does what `overflow` says (see [`Overflow`]):
+    /// Bounds the process's mailbox to `capacity` messages: once that many were sent
+    /// to it and not yet received, a send does what `overflow` says (see
+    /// [`Overflow`]):
     ///
     /// * [`Overflow::Reject`]: the send fails with
     ///   [`SendErrorKind::MailboxFull`](crate::SendErrorKind::MailboxFull), the
     ///   message handed back in the error. (A timed message has no sender to go back
     ///   to: it becomes a dead letter, [`DeadLetterReason::MailboxFull`](crate::DeadLetterReason::MailboxFull).)
-    /// * [`Overflow::DropOldest`]: the send succeeds and the oldest queued message is
-    ///   dropped, never silently: it goes to the
-    ///   [`on_dead_letter`](crate::Builder::on_dead_letter) hook, on the sending
-    ///   thread ([`DeadLetterReason::DroppedOldest`](crate::DeadLetterReason::DroppedOldest)),
-    ///   and is counted in [`Metrics::dropped_messages`](crate::Metrics::dropped_messages).
+    /// * [`Overflow::DropOldest`]: the send succeeds and the oldest message not yet
+    ///   received is dropped, never silently: it goes to the
+    ///   [`on_dead_letter`](crate::Builder::on_dead_letter) hook
+    ///   ([`DeadLetterReason::DroppedOldest`](crate::DeadLetterReason::DroppedOldest)),
+    ///   on the sending thread, or on the process's worker at its next step if the
+    ///   process had taken it in, and is counted in
+    ///   [`Metrics::dropped_messages`](crate::Metrics::dropped_messages).
     ///
     /// Only messages count: completions of its commands, cancels, and monitors'
     /// `Down`s and links' `Exit`s always get through, and take no room, so a full
-    /// mailbox never holds up a completion or tells a watcher late. A step takes
-    /// every queued message, which frees the room. (A `#[process]` process takes
-    /// them into its machine at each step, where messages no `recv!` asked for yet
-    /// wait: the capacity bounds what waits for the next step, not that buffer.)
+    /// mailbox never holds up a completion or tells a watcher late. A hand-written
+    /// process receives every message a step takes in, which frees the room. A
+    /// `#[process]` process takes them into its machine at each step, where those no
+    /// `recv!` asked for yet wait: they keep their room until a `recv!` takes them,
+    /// so one blocked in `recv!(A)` while `B`s pour in is bounded all the same.
     ///
     /// The capacity must be at least 1: spawning with 0 fails with
     /// [`SpawnError::ZeroMailboxCapacity`](crate::SpawnError::ZeroMailboxCapacity).

@@ -6,7 +6,7 @@ use std::fmt;
 use std::mem::{self, ManuallyDrop};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use super::bounded::{Bounded, MailboxInfo, Pushed};
+use super::bounded::{Bounded, MailboxInfo, Push, Pushed};
 use super::held::add_messages;
 use super::metrics::MessageCount;
 use super::state::{AfterStep, EventKind, ProcessState, State, StopRequest, Suspend};
@@ -354,8 +354,9 @@ impl Mailbox {
         summary
     }
 
-    /// Moves every event, oldest first, to the end of `buffer`.
-    fn drain_into(&mut self, buffer: &mut Vec<Event>) {
+    /// Moves every event, oldest first, to the end of `buffer`. `owner` is the
+    /// process's header, for a bounded mailbox's [`DropOwed`](super::DropOwed).
+    fn drain_into(&mut self, buffer: &mut Vec<Event>, owner: &Header) {
         if let First::Event(_) = self.first {
             let First::Event(first) = mem::replace(&mut self.first, First::Empty) else {
                 unreachable!("matched an event")
@@ -368,7 +369,7 @@ impl Mailbox {
                 }
             }
         } else if let First::Bounded(bounded) = &mut self.first {
-            bounded.drain_into(buffer);
+            bounded.drain_into(buffer, owner.pid, owner.handle.as_ref());
         }
     }
 }
@@ -566,8 +567,11 @@ impl NewProcess {
         steps.store(steps.load(Ordering::Relaxed) | DETACHED, Ordering::Relaxed);
     }
 
-    /// Gives it the bounded mailbox `bounded` (see `runtime/bounded.rs`).
+    /// Gives it the bounded mailbox `bounded` (see `runtime/bounded.rs`), telling
+    /// the process, which says whether it holds messages it takes in.
     pub(crate) fn bound_mailbox(&mut self, bounded: Bounded) {
+        let holds = self.process_mut().__bounded_mailbox();
+        let bounded = bounded.holding(holds);
         let mailbox = self.header_mut().mailbox.get_mut();
         debug_assert!(matches!(mailbox.first, First::Empty | First::Bounded(_)));
         mailbox.first = First::Bounded(Box::new(bounded));
@@ -733,6 +737,10 @@ impl Process for NewProcess {
         // handle does not move; the caller's promise carries over.
         unsafe { self.process_mut().__stays_in_place() }
     }
+
+    fn __bounded_mailbox(&mut self) -> bool {
+        self.process_mut().__bounded_mailbox()
+    }
 }
 
 impl Header {
@@ -885,22 +893,36 @@ impl Header {
         };
         let pushed = bounded.push_message(taken, signal);
         drop(mailbox);
+        // After the push, as above.
         match pushed {
-            Ok(oldest) => {
-                let displaced = oldest.is_some();
-                *message = oldest;
-                // After the push, as above.
-                let woke = self.state.notify(EventKind::Message);
-                if displaced {
-                    Pushed::Displaced { woke }
-                } else {
-                    Pushed::Queued { woke }
+            Push::Queued => Pushed::Queued {
+                woke: self.state.notify(EventKind::Message),
+            },
+            Push::Displaced(oldest) => {
+                *message = Some(oldest);
+                Pushed::Displaced {
+                    woke: self.state.notify(EventKind::Message),
                 }
             }
-            Err(refused) => {
+            // The process owes a drop from its own buffer: woken as a completion
+            // would wake it, even while it waits for yields, so that it drops the
+            // message at once (see `runtime/bounded.rs`).
+            Push::Owed => Pushed::Queued {
+                woke: self.state.notify(EventKind::Completion),
+            },
+            Push::Full(refused) => {
                 *message = Some(refused);
                 Pushed::Full
             }
+        }
+    }
+
+    /// A `#[process]` with a bounded mailbox reports, at the end of a step, how
+    /// many counted messages it took in and holds unreceived (see
+    /// `runtime/bounded.rs`).
+    pub(crate) fn set_held(&self, held: usize) {
+        if let First::Bounded(bounded) = &mut self.mailbox.lock().first {
+            bounded.report_held(held);
         }
     }
 
@@ -1052,7 +1074,7 @@ impl<'a> Owned<'a> {
     /// capacity from step to step).
     pub(crate) fn take_events(&mut self, buffer: &mut Vec<Event>) {
         debug_assert!(buffer.is_empty());
-        self.cell.mailbox.lock().drain_into(buffer);
+        self.cell.mailbox.lock().drain_into(buffer, self.cell);
     }
 
     /// Between two steps run back to back: appends to `buffer` whatever arrived in
@@ -1065,7 +1087,7 @@ impl<'a> Owned<'a> {
         }
         if woken {
             self.cell.state.clear_wake_flags();
-            self.cell.mailbox.lock().drain_into(buffer);
+            self.cell.mailbox.lock().drain_into(buffer, self.cell);
         }
         true
     }
@@ -1172,7 +1194,7 @@ impl<'a> Owned<'a> {
     pub(crate) fn close_mailbox(&mut self) -> Vec<Event> {
         let mut leftovers = Vec::new();
         let mut mailbox = self.cell.mailbox.lock();
-        mailbox.drain_into(&mut leftovers);
+        mailbox.drain_into(&mut leftovers, self.cell);
         mailbox.first = First::Closed;
         leftovers
     }
