@@ -220,9 +220,9 @@ pub use runtime::{
 };
 pub use runtime::{
     Builder, CallError, DeadLetter, DeadLetterReason, Down, Exit, FailureReport, Handle, Histogram,
-    LongStep, MailboxInfo, MessageCount, Metrics, Monitor, MonitorRef, Overflow, ProcessInfo,
-    ProcessState, Reply, Request, Scheduler, ShutdownReport, SpawnOptions, StepTimingMetrics,
-    WorkerMetrics, WorkerStepTiming,
+    Inbox, InboxError, LongStep, MailboxInfo, MessageCount, Metrics, Monitor, MonitorRef, Overflow,
+    ProcessInfo, ProcessState, Reply, Request, Scheduler, ShutdownReport, SpawnOptions,
+    StepTimingMetrics, WorkerMetrics, WorkerStepTiming,
 };
 
 /// The README's example compiles: it is run as a doc test.

@@ -5,7 +5,7 @@
 //! | `scheduler.rs` | the public [`Scheduler`] and [`Handle`] |
 //! | `builder.rs` | configuration |
 //! | `shared.rs` | state shared by all workers: spawning, sending, scheduling |
-//! | `cell.rs` | one process, in one allocation: its body, mailbox and result slot |
+//! | `cell/` | one process, in one allocation: its body, mailbox and result slot; the recycling of cells' memory |
 //! | `bounded.rs` | bounded mailboxes: a capacity on messages, and what a full one does |
 //! | `spawn_options.rs` | how a process is spawned: its mailbox, whether its result is kept |
 //! | `state.rs` | the process state machine (one atomic word) |
@@ -16,6 +16,7 @@
 //! | `calls.rs` | request/reply calls: `Request`, `Reply`, `CallError`, the blocking `Handle::call`, the built-in `Call` command and its timer |
 //! | `dead_letters.rs` | messages still unread when their process ends, to a hook and a count |
 //! | `held.rs` | messages a process took in but has not received, for listings |
+//! | `inbox.rs` | inboxes: a mailbox with a PID for a thread outside the scheduler |
 //! | `unobserved.rs` | failures nobody joins, monitors or links to, to a hook (stderr by default) and a count |
 //! | `queue/` | the per-worker deque, the LIFO slot and the global injection queue |
 //! | `idle.rs` | spinning, parking and waking workers |
@@ -38,6 +39,7 @@ pub(crate) mod cell;
 mod dead_letters;
 mod held;
 mod idle;
+mod inbox;
 mod links;
 mod live;
 mod metrics;
@@ -60,6 +62,7 @@ pub use bounded::{MailboxInfo, Overflow};
 pub use builder::Builder;
 pub use calls::{CallError, Reply, Request};
 pub use dead_letters::{DeadLetter, DeadLetterReason};
+pub use inbox::{Inbox, InboxError};
 pub use links::Exit;
 pub use metrics::{MessageCount, Metrics, ProcessInfo, WorkerMetrics};
 pub use monitors::{Down, Monitor, MonitorRef};

@@ -134,6 +134,14 @@ impl Scheduler {
         self.handle.spawn(process, method, input)
     }
 
+    /// A mailbox with a PID for this thread (see [`Inbox`](crate::Inbox)).
+    ///
+    /// # Errors
+    /// As [`Handle::inbox`].
+    pub fn inbox(&self) -> Result<crate::Inbox, SpawnError> {
+        self.handle.inbox()
+    }
+
     /// See [`Handle::spawn_detached`].
     ///
     /// # Errors
@@ -458,6 +466,17 @@ impl Handle {
         input: impl IntoPayloads,
     ) -> Result<Pid, SpawnError> {
         self.spawn_new(process, method, input, false)
+    }
+
+    /// A mailbox with a PID for a thread outside the scheduler (see
+    /// [`Inbox`](crate::Inbox)): processes send to it as to any process, and the
+    /// thread receives with a timeout, by type or by pattern. It is a process: it
+    /// can be monitored, linked and named, and it ends, normally, when dropped.
+    ///
+    /// # Errors
+    /// [`SpawnError::ShuttingDown`] after shutdown began.
+    pub fn inbox(&self) -> Result<crate::Inbox, SpawnError> {
+        crate::runtime::inbox::Inbox::new(self)
     }
 
     /// Like [`spawn`](Self::spawn), but the result is dropped when the process
