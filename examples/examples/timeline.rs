@@ -11,7 +11,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use wsched::prelude::*;
-use wsched::{RecordOptions, Scheduler, SvgOptions};
+use wsched::recorder::SvgOptions;
+use wsched::{RecordOptions, Scheduler};
 
 /// How many children each inner node spawns, and how deep the tree is.
 const FAN_OUT: u32 = 4;

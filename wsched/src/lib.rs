@@ -184,6 +184,16 @@ mod sync;
 pub mod __private;
 pub mod testing;
 
+/// The event recorder's types: what a [`Recording`] holds and the pictures drawn
+/// from it. Turn the recorder on with [`Builder::record`] and a [`RecordOptions`];
+/// take a recording with [`Handle::recording`] (both also at the crate root).
+pub mod recorder {
+    pub use crate::runtime::{
+        Activity, EventKind, Lane, ProcessSlice, RecordOptions, RecordedEvent, Recording, Slice,
+        SliceKind, Steal, StepOutcome, SvgOptions,
+    };
+}
+
 /// Ranking processes by what they do, now or over a window: see
 /// [`Handle::top`](crate::Handle::top) and
 /// [`Handle::top_window`](crate::Handle::top_window).
@@ -215,15 +225,12 @@ pub use process::{
     Tag, Yield,
 };
 pub use runtime::{
-    Activity, EventKind, Lane, ProcessSlice, RecordOptions, RecordedEvent, Recording, Slice,
-    SliceKind, Steal, StepOutcome, SvgOptions,
-};
-pub use runtime::{
     Builder, CallError, DeadLetter, DeadLetterReason, Down, Exit, FailureReport, Handle, Histogram,
     Inbox, InboxError, LongStep, MailboxInfo, MessageCount, Metrics, Monitor, MonitorRef, Overflow,
     ProcessInfo, ProcessState, Reply, Request, Scheduler, ShutdownReport, SpawnOptions,
     StepTimingMetrics, WorkerMetrics, WorkerStepTiming,
 };
+pub use runtime::{RecordOptions, Recording};
 
 /// The README's example compiles: it is run as a doc test.
 #[cfg(doctest)]

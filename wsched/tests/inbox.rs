@@ -28,7 +28,9 @@ fn messages_are_received_by_type_by_pattern_or_oldest_and_the_rest_stay_in_order
     s.send(inbox.pid(), "five").unwrap();
     assert_eq!(inbox.recv::<&str>(PATIENCE).unwrap(), "five");
     assert_eq!(
-        inbox.recv_matching(PATIENCE, |n: &u32| n.is_multiple_of(2)).unwrap(),
+        inbox
+            .recv_matching(PATIENCE, |n: &u32| n.is_multiple_of(2))
+            .unwrap(),
         2,
         "the first that matches"
     );

@@ -5,10 +5,10 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
+use wsched::recorder::{Activity, EventKind, Lane, RecordedEvent, SliceKind, StepOutcome};
 use wsched::{
-    Activity, Context, Event, EventKind, Events, InitError, Lane, Payload, Payloads, Pid, Process,
-    RecordOptions, RecordedEvent, Recording, Scheduler, SliceKind, Status, StepError, StepOutcome,
-    StepOutput,
+    Context, Event, Events, InitError, Payload, Payloads, Pid, Process, RecordOptions, Recording,
+    Scheduler, Status, StepError, StepOutput,
 };
 
 type StepFn = Box<dyn FnMut(&Context, Vec<Event>, &mut StepOutput) + Send>;
@@ -688,7 +688,7 @@ fn the_fixed_recording_has_the_slices_it_was_built_with() {
 
 #[test]
 fn the_svg_of_a_fixed_recording_matches_its_snapshot() {
-    let svg = fixed_recording().to_svg_with(&wsched::SvgOptions::new().width(600));
+    let svg = fixed_recording().to_svg_with(&wsched::recorder::SvgOptions::new().width(600));
     insta::assert_snapshot!(svg);
 }
 
@@ -748,7 +748,7 @@ fn every_step_is_recorded_whatever_the_clock_interval() {
         let mut expected = vec![(pid, Some(StepOutcome::Continue)); 99];
         expected.push((pid, Some(StepOutcome::Done)));
         assert_eq!(kept, expected, "clock every {every} steps");
-        let slices: Vec<wsched::Slice> = recording
+        let slices: Vec<wsched::recorder::Slice> = recording
             .worker_slices(0)
             .into_iter()
             .filter(|s| matches!(s.kind, SliceKind::Step { .. }))

@@ -3,7 +3,7 @@
 //! cancels and kills, as any user process could be.
 //!
 //! A [`Supervisor`] is built from [`ChildSpec`]s and spawned like any process, on
-//! entry [`Supervisor::ENTRY`] with no input (from a [`Handle`](crate::Handle), a
+//! entry [`Supervisor::ENTRY`] with no input (from a [`Handle`], a
 //! [`Context`], `this::spawn`, or as a child of another supervisor:
 //! [`ChildSpec::supervisor`]).
 //!

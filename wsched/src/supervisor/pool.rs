@@ -65,7 +65,7 @@ pub enum Next<J> {
 /// `Result<usize, ChildError>` (the new size). Growing starts the new workers
 /// before it answers; shrinking retires idle workers at once and busy ones when they
 /// next ask for a job, so the workers still running may outnumber the size until
-/// then (see the [module docs](self)).
+/// then (see [pools](super#pools)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Resize(pub usize);
 

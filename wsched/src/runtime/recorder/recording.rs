@@ -11,7 +11,7 @@ use crate::pid::Pid;
 /// firing, the blocking pool's completions).
 ///
 /// ```
-/// use wsched::Lane;
+/// use wsched::recorder::Lane;
 /// assert_eq!(Lane::Worker(1).to_string(), "worker 1");
 /// assert_eq!(Lane::Outside.to_string(), "outside");
 /// ```
@@ -35,7 +35,7 @@ impl fmt::Display for Lane {
 /// How a step ended, as its process said.
 ///
 /// ```
-/// assert_eq!(wsched::StepOutcome::Continue.to_string(), "continue");
+/// assert_eq!(wsched::recorder::StepOutcome::Continue.to_string(), "continue");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -56,8 +56,8 @@ impl StepOutcome {
     /// Whether the process ended with this step.
     ///
     /// ```
-    /// assert!(wsched::StepOutcome::Done.ends());
-    /// assert!(!wsched::StepOutcome::WaitingForMessage.ends());
+    /// assert!(wsched::recorder::StepOutcome::Done.ends());
+    /// assert!(!wsched::recorder::StepOutcome::WaitingForMessage.ends());
     /// ```
     pub fn ends(self) -> bool {
         matches!(self, StepOutcome::Done | StepOutcome::Failed)
@@ -79,7 +79,8 @@ impl fmt::Display for StepOutcome {
 /// What happened.
 ///
 /// ```
-/// use wsched::{EventKind, Pid};
+/// use wsched::Pid;
+/// use wsched::recorder::EventKind;
 /// let kind = EventKind::StepStart { pid: Pid::from_raw(3) };
 /// assert_eq!(kind.pid(), Some(Pid::from_raw(3)));
 /// assert_eq!(EventKind::Park.pid(), None);
@@ -138,7 +139,8 @@ impl EventKind {
     /// The process the event is about, if any.
     ///
     /// ```
-    /// use wsched::{EventKind, Pid};
+    /// use wsched::Pid;
+    /// use wsched::recorder::EventKind;
     /// assert_eq!(EventKind::Runnable { pid: Pid::from_raw(2) }.pid(), Some(Pid::from_raw(2)));
     /// ```
     pub fn pid(&self) -> Option<Pid> {
@@ -156,7 +158,7 @@ impl EventKind {
 ///
 /// ```
 /// use std::time::Duration;
-/// use wsched::{EventKind, RecordedEvent};
+/// use wsched::recorder::{EventKind, RecordedEvent};
 /// let event = RecordedEvent::new(Duration::from_micros(5), EventKind::Park);
 /// assert_eq!(event.at, Duration::from_micros(5));
 /// ```
@@ -173,8 +175,8 @@ impl RecordedEvent {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let e = wsched::RecordedEvent::new(Duration::ZERO, wsched::EventKind::Idle);
-    /// assert_eq!(e.kind, wsched::EventKind::Idle);
+    /// let e = wsched::recorder::RecordedEvent::new(Duration::ZERO, wsched::recorder::EventKind::Idle);
+    /// assert_eq!(e.kind, wsched::recorder::EventKind::Idle);
     /// ```
     pub fn new(at: Duration, kind: EventKind) -> Self {
         Self { at, kind }
@@ -189,7 +191,8 @@ impl RecordedEvent {
 ///
 /// ```
 /// use std::time::Duration;
-/// use wsched::{EventKind, Lane, Pid, RecordedEvent, Recording};
+/// use wsched::{Pid, Recording};
+/// use wsched::recorder::{EventKind, Lane, RecordedEvent};
 ///
 /// let pid = Pid::from_raw(1);
 /// let mut recording = Recording::new(1, Duration::from_micros(10));
@@ -198,7 +201,7 @@ impl RecordedEvent {
 /// recording.push(Lane::Worker(0), RecordedEvent::new(at(1), EventKind::StepStart { pid }));
 /// recording.push(
 ///     Lane::Worker(0),
-///     RecordedEvent::new(at(4), EventKind::StepEnd { pid, outcome: wsched::StepOutcome::Done }),
+///     RecordedEvent::new(at(4), EventKind::StepEnd { pid, outcome: wsched::recorder::StepOutcome::Done }),
 /// );
 /// let slices = recording.worker_slices(0);
 /// assert_eq!(slices.len(), 1);
@@ -220,7 +223,7 @@ pub struct Recording {
 /// A span of time on a worker's lane.
 ///
 /// ```
-/// use wsched::{Slice, SliceKind};
+/// use wsched::recorder::{Slice, SliceKind};
 /// # let recording = wsched::Recording::new(1, std::time::Duration::ZERO);
 /// for slice in recording.worker_slices(0) {
 ///     if let SliceKind::Step { pid, .. } = slice.kind {
@@ -241,8 +244,8 @@ pub struct Slice {
 /// What a worker did during a [`Slice`].
 ///
 /// ```
-/// let kind = wsched::SliceKind::Park;
-/// assert!(matches!(kind, wsched::SliceKind::Park));
+/// let kind = wsched::recorder::SliceKind::Park;
+/// assert!(matches!(kind, wsched::recorder::SliceKind::Park));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -262,7 +265,7 @@ pub enum SliceKind {
 /// What a process was doing during a [`ProcessSlice`].
 ///
 /// ```
-/// assert_eq!(wsched::Activity::Runnable.to_string(), "runnable");
+/// assert_eq!(wsched::recorder::Activity::Runnable.to_string(), "runnable");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -335,7 +338,7 @@ impl Recording {
     /// ```
     /// let r = wsched::Recording::new(4, std::time::Duration::from_millis(1));
     /// assert_eq!(r.workers(), 4);
-    /// assert!(r.events(wsched::Lane::Worker(0)).is_empty());
+    /// assert!(r.events(wsched::recorder::Lane::Worker(0)).is_empty());
     /// ```
     pub fn new(workers: usize, duration: Duration) -> Self {
         Self {
@@ -357,7 +360,8 @@ impl Recording {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use wsched::{EventKind, Lane, RecordedEvent, Recording};
+    /// use wsched::Recording;
+    /// use wsched::recorder::{EventKind, Lane, RecordedEvent};
     /// let mut r = Recording::new(1, Duration::from_micros(3));
     /// r.push(Lane::Worker(0), RecordedEvent::new(Duration::from_micros(1), EventKind::Park));
     /// assert_eq!(r.events(Lane::Worker(0)).len(), 1);
@@ -438,7 +442,7 @@ impl Recording {
     ///
     /// ```
     /// let r = wsched::Recording::new(1, std::time::Duration::ZERO);
-    /// assert!(r.events(wsched::Lane::Outside).is_empty());
+    /// assert!(r.events(wsched::recorder::Lane::Outside).is_empty());
     /// ```
     pub fn events(&self, lane: Lane) -> &[RecordedEvent] {
         &self.lanes[self.lane_index(lane)]
@@ -450,7 +454,7 @@ impl Recording {
     ///
     /// ```
     /// let r = wsched::Recording::new(1, std::time::Duration::ZERO);
-    /// assert_eq!(r.lost(wsched::Lane::Worker(0)), 0);
+    /// assert_eq!(r.lost(wsched::recorder::Lane::Worker(0)), 0);
     /// ```
     pub fn lost(&self, lane: Lane) -> u64 {
         self.lost[self.lane_index(lane)]

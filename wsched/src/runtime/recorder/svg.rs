@@ -15,7 +15,7 @@ use crate::type_name::plural;
 ///
 /// ```
 /// use std::time::Duration;
-/// let options = wsched::SvgOptions::new()
+/// let options = wsched::recorder::SvgOptions::new()
 ///     .width(800)
 ///     .window(Duration::from_micros(100), Duration::from_micros(200));
 /// assert_eq!(options.width_px(), 800);
@@ -31,7 +31,7 @@ impl SvgOptions {
     /// 1000 pixels wide, the whole recording, a legend of up to 12 processes.
     ///
     /// ```
-    /// assert_eq!(wsched::SvgOptions::new().width_px(), 1000);
+    /// assert_eq!(wsched::recorder::SvgOptions::new().width_px(), 1000);
     /// ```
     pub fn new() -> Self {
         Self {
@@ -44,7 +44,7 @@ impl SvgOptions {
     /// The picture's width in pixels (at least 200).
     ///
     /// ```
-    /// assert_eq!(wsched::SvgOptions::new().width(100).width_px(), 200);
+    /// assert_eq!(wsched::recorder::SvgOptions::new().width(100).width_px(), 200);
     /// ```
     pub fn width(mut self, pixels: u32) -> Self {
         self.width = pixels.max(200);
@@ -56,7 +56,7 @@ impl SvgOptions {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let o = wsched::SvgOptions::new().window(Duration::ZERO, Duration::from_millis(1));
+    /// let o = wsched::recorder::SvgOptions::new().window(Duration::ZERO, Duration::from_millis(1));
     /// # let _ = o;
     /// ```
     pub fn window(mut self, from: Duration, to: Duration) -> Self {
@@ -67,7 +67,7 @@ impl SvgOptions {
     /// How many processes the legend names (those that ran longest; default 12).
     ///
     /// ```
-    /// let o = wsched::SvgOptions::new().legend(4);
+    /// let o = wsched::recorder::SvgOptions::new().legend(4);
     /// # let _ = o;
     /// ```
     pub fn legend(mut self, processes: usize) -> Self {
@@ -78,7 +78,7 @@ impl SvgOptions {
     /// The width set.
     ///
     /// ```
-    /// assert_eq!(wsched::SvgOptions::default().width_px(), 1000);
+    /// assert_eq!(wsched::recorder::SvgOptions::default().width_px(), 1000);
     /// ```
     pub fn width_px(&self) -> u32 {
         self.width
@@ -118,7 +118,7 @@ impl Recording {
     /// ```
     /// use std::time::Duration;
     /// let recording = wsched::Recording::new(1, Duration::from_millis(1));
-    /// let svg = recording.to_svg_with(&wsched::SvgOptions::new().width(600));
+    /// let svg = recording.to_svg_with(&wsched::recorder::SvgOptions::new().width(600));
     /// assert!(svg.contains("width=\"600\""));
     /// ```
     pub fn to_svg_with(&self, options: &SvgOptions) -> String {

@@ -18,7 +18,8 @@ impl Recording {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use wsched::{EventKind, Lane, Pid, RecordedEvent, Recording, StepOutcome};
+    /// use wsched::{Pid, Recording};
+    /// use wsched::recorder::{EventKind, Lane, RecordedEvent, StepOutcome};
     ///
     /// let pid = Pid::from_raw(1);
     /// let mut recording = Recording::new(1, Duration::from_micros(10));
