@@ -179,3 +179,89 @@ fn links_between_chapters_resolve() {
         "the chapters link to each other ({links} links found)"
     );
 }
+
+/// The measured figures a chapter's prose quotes: a time with its unit (`24 ns`,
+/// `82.0 µs`) or a range of ratios (`0.91–0.95`). Code blocks are left out: their
+/// durations are arguments, not measurements.
+fn figures(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut in_code = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        if in_code {
+            continue;
+        }
+        let chars: Vec<char> = line.chars().collect();
+        let number_at = |mut i: usize| -> usize {
+            // The end of the number starting at `i` (digits, with `.` or `,` inside).
+            while i < chars.len()
+                && (chars[i].is_ascii_digit()
+                    || (matches!(chars[i], '.' | ',')
+                        && chars.get(i + 1).is_some_and(char::is_ascii_digit)))
+            {
+                i += 1;
+            }
+            i
+        };
+        let mut i = 0;
+        while i < chars.len() {
+            let starts = chars[i].is_ascii_digit()
+                && (i == 0 || !(chars[i - 1].is_alphanumeric() || chars[i - 1] == '.'));
+            if !starts {
+                i += 1;
+                continue;
+            }
+            let end = number_at(i);
+            let rest: String = chars[end..].iter().collect();
+            let unit = [" ns", " µs", " ms", "ns", "µs", "ms"]
+                .into_iter()
+                .find(|u| {
+                    rest.starts_with(u)
+                        && !rest[u.len()..].starts_with(|c: char| c.is_alphanumeric())
+                });
+            if let Some(unit) = unit {
+                found.push(chars[i..end].iter().collect::<String>() + unit);
+            } else if rest.starts_with('–') && chars[i..end].contains(&'.') {
+                let range_end = number_at(end + 1);
+                if range_end > end + 1 {
+                    found.push(chars[i..range_end].iter().collect());
+                }
+            }
+            i = end.max(i + 1);
+        }
+    }
+    found
+}
+
+/// Every measured figure the book quotes is one `BENCHMARKS.md` reports, where the
+/// measurements live: a figure changed there and not in the book fails here.
+#[test]
+fn every_figure_the_book_quotes_is_in_benchmarks_md() {
+    let benchmarks = fs::read_to_string(repo().join("BENCHMARKS.md")).expect("BENCHMARKS.md");
+    let mut quoted = 0;
+    let mut stale = Vec::new();
+    for (path, text) in chapters() {
+        for figure in figures(&text) {
+            quoted += 1;
+            if !benchmarks.contains(&figure) {
+                stale.push(format!("{}: {figure}", path.display()));
+            }
+        }
+    }
+    assert!(quoted > 0, "the figure finder found nothing: is it broken?");
+    assert!(
+        stale.is_empty(),
+        "the book quotes figures BENCHMARKS.md does not report (take them from its \
+         latest run, or include its results section): {stale:#?}"
+    );
+}
+
+#[test]
+fn the_figure_finder_finds_times_and_ranges_but_not_code() {
+    let text = "It costs about 24 ns, 82.0 µs of CPU, and 0.91–0.95 of tokio's time; \
+                a 10ms read, 1,000 steps, v0.1–2.\n```rust\nlet x = 5 ns;\n```\n";
+    assert_eq!(figures(text), ["24 ns", "82.0 µs", "0.91–0.95", "10ms"]);
+}
