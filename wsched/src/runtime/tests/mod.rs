@@ -17,6 +17,8 @@ mod loom_dead_letters;
 #[cfg(loom)]
 mod loom_depot;
 #[cfg(loom)]
+mod loom_destinations;
+#[cfg(loom)]
 mod loom_idle;
 #[cfg(loom)]
 mod loom_lifo;
