@@ -52,8 +52,10 @@ type Access<T> = loom::cell::MutPtr<T>;
 pub(crate) type MailboxLock<T> = SpinLock<T>;
 #[cfg(not(loom))]
 pub(crate) type MailboxGuard<'a, T> = SpinLockGuard<'a, T>;
+#[cfg(all(loom, test))]
+pub(crate) use loom_mailbox::spin_mailboxes;
 #[cfg(loom)]
-pub(crate) use loom_mailbox::{spin_mailboxes, MailboxGuard, MailboxLock};
+pub(crate) use loom_mailbox::{MailboxGuard, MailboxLock};
 
 /// Spins this many times, re-reading the flag, before yielding the thread.
 const SPINS_BEFORE_YIELD: u32 = 64;
@@ -212,6 +214,7 @@ mod loom_mailbox {
 
     /// Makes the cells this (loom) thread creates from now on lock their mailboxes
     /// with the runtime's spin lock.
+    #[cfg(test)]
     pub(crate) fn spin_mailboxes() {
         SPIN.with(|spin| spin.set(true));
     }

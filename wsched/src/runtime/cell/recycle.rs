@@ -60,13 +60,13 @@ const BATCH: usize = BIN_CAPACITY / 2;
 #[cfg(not(loom))]
 const DEPOT_CAPACITY: usize = 4 * BIN_CAPACITY;
 // Under loom: a bin spills on its third block, and the depot is full with two.
-#[cfg(loom)]
+#[cfg(all(loom, test))]
 const BINS: usize = 2;
-#[cfg(loom)]
+#[cfg(all(loom, test))]
 const BIN_CAPACITY: usize = 2;
-#[cfg(loom)]
+#[cfg(all(loom, test))]
 const BATCH: usize = 1;
-#[cfg(loom)]
+#[cfg(all(loom, test))]
 const DEPOT_CAPACITY: usize = 2;
 
 /// A block for a cell of `layout` (never zero-sized: a cell has a header).
@@ -114,6 +114,8 @@ pub(crate) fn give_back_spare_blocks() {
 #[cfg(not(loom))]
 use std::alloc::{alloc as global_alloc, dealloc as global_dealloc};
 
+// Under loom only its model uses it (see the module docs).
+#[cfg(any(not(loom), test))]
 pub(crate) mod cache {
     use super::{global_dealloc, BATCH, BINS, BIN_CAPACITY, DEPOT_CAPACITY};
     use std::alloc::Layout;
