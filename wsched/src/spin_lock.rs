@@ -22,11 +22,20 @@
 //!   after a while, in case the holder was preempted (a VM with two vCPUs and more
 //!   threads than that is the usual case here).
 //!
-//! Model-checked on its own (`runtime/tests/loom_spin_lock.rs`), and checked on real
-//! threads by the stress test below. In the runtime's other loom models the
-//! mailbox takes loom's mutex instead ([`MailboxLock`]): a spin loop multiplies the
-//! branches loom explores past its budget, and what those models check is the
-//! protocol around the mailbox, which a mutex stands in for exactly.
+//! Model-checked on its own (`runtime/tests/loom_spin_lock.rs`), as the mailbox's
+//! lock inside the runtime (the models of `runtime/tests/loom_state.rs`: senders,
+//! completers and shutdown against the owner's drains, suspension points and the
+//! closing of the mailbox, each holder's access to the mailbox tracked by loom),
+//! and on real threads by the stress test below.
+//!
+//! Under loom a cell's mailbox takes this lock only where a model asks for it
+//! ([`spin_mailboxes`]), and loom's mutex otherwise: the models that run the whole
+//! worker loop on loom threads (`loom_scheduler.rs` and the models of names, links,
+//! monitors, calls and dead letters) exceed loom's branch budget with it, and still
+//! had not finished after ten minutes with ten times the budget: every round of a
+//! contended spin is a branch where loom may switch threads, on top of the workers'
+//! own idle spinning. Those models check the protocols around the mailbox, for
+//! which a mutex stands in exactly (both order holders the same way).
 
 use std::ops::{Deref, DerefMut};
 
@@ -43,10 +52,10 @@ type Access<T> = loom::cell::MutPtr<T>;
 pub(crate) type MailboxLock<T> = SpinLock<T>;
 #[cfg(not(loom))]
 pub(crate) type MailboxGuard<'a, T> = SpinLockGuard<'a, T>;
+#[cfg(all(loom, test))]
+pub(crate) use loom_mailbox::spin_mailboxes;
 #[cfg(loom)]
-pub(crate) type MailboxLock<T> = crate::sync::Mutex<T>;
-#[cfg(loom)]
-pub(crate) type MailboxGuard<'a, T> = crate::sync::MutexGuard<'a, T>;
+pub(crate) use loom_mailbox::{MailboxGuard, MailboxLock};
 
 /// Spins this many times, re-reading the flag, before yielding the thread.
 const SPINS_BEFORE_YIELD: u32 = 64;
@@ -54,7 +63,6 @@ const SPINS_BEFORE_YIELD: u32 = 64;
 /// A mutual-exclusion lock that spins (see the module docs). `repr(C)`: the flag
 /// comes first, so that it shares a cache line with the start of the value, which a
 /// mailbox makes its first event (see the cell's `Header`).
-#[cfg_attr(loom, allow(dead_code))]
 #[repr(C)]
 pub(crate) struct SpinLock<T> {
     locked: AtomicBool,
@@ -68,7 +76,6 @@ unsafe impl<T: Send> Sync for SpinLock<T> {}
 // SAFETY: the lock owns its `T`.
 unsafe impl<T: Send> Send for SpinLock<T> {}
 
-#[cfg_attr(loom, allow(dead_code))]
 impl<T> SpinLock<T> {
     pub(crate) fn new(value: T) -> Self {
         Self {
@@ -188,6 +195,82 @@ impl<T> Drop for SpinLockGuard<'_, T> {
     fn drop(&mut self) {
         // Release: the holder's accesses happen before the next holder's Acquire.
         self.lock.locked.store(false, Ordering::Release);
+    }
+}
+
+/// Under loom: the mailbox's lock is this spin lock or loom's mutex, chosen when the
+/// cell is made (see the module docs). Glue only: the locking is each lock's own.
+#[cfg(loom)]
+mod loom_mailbox {
+    use std::cell::Cell;
+    use std::ops::{Deref, DerefMut};
+
+    use super::{SpinLock, SpinLockGuard};
+    use crate::sync::{Mutex, MutexGuard};
+
+    loom::thread_local! {
+        static SPIN: Cell<bool> = Cell::new(false);
+    }
+
+    /// Makes the cells this (loom) thread creates from now on lock their mailboxes
+    /// with the runtime's spin lock.
+    #[cfg(test)]
+    pub(crate) fn spin_mailboxes() {
+        SPIN.with(|spin| spin.set(true));
+    }
+
+    pub(crate) enum MailboxLock<T> {
+        Spin(SpinLock<T>),
+        Mutex(Mutex<T>),
+    }
+
+    pub(crate) enum MailboxGuard<'a, T> {
+        Spin(SpinLockGuard<'a, T>),
+        Mutex(MutexGuard<'a, T>),
+    }
+
+    impl<T> MailboxLock<T> {
+        pub(crate) fn new(value: T) -> Self {
+            if SPIN.with(Cell::get) {
+                Self::Spin(SpinLock::new(value))
+            } else {
+                Self::Mutex(Mutex::new(value))
+            }
+        }
+
+        pub(crate) fn lock(&self) -> MailboxGuard<'_, T> {
+            match self {
+                Self::Spin(lock) => MailboxGuard::Spin(lock.lock()),
+                Self::Mutex(lock) => MailboxGuard::Mutex(lock.lock()),
+            }
+        }
+
+        pub(crate) fn get_mut(&mut self) -> &mut T {
+            match self {
+                Self::Spin(lock) => lock.get_mut(),
+                Self::Mutex(lock) => lock.get_mut(),
+            }
+        }
+    }
+
+    impl<T> Deref for MailboxGuard<'_, T> {
+        type Target = T;
+
+        fn deref(&self) -> &T {
+            match self {
+                Self::Spin(guard) => guard,
+                Self::Mutex(guard) => guard,
+            }
+        }
+    }
+
+    impl<T> DerefMut for MailboxGuard<'_, T> {
+        fn deref_mut(&mut self) -> &mut T {
+            match self {
+                Self::Spin(guard) => guard,
+                Self::Mutex(guard) => guard,
+            }
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use super::queue::inject::GLOBAL_BATCH;
 use super::queue::local;
 use super::recorder::{RecordOptions, Recorder};
 use super::scheduler::{Handle, Scheduler};
-use super::shared::{Shared, SharedParts};
+use super::shared::{Shared, SharedParts, Task};
 use super::timing::{LongStepHook, Timing, TimingOptions};
 use super::unobserved::{FailureHook, FailureReport, UnobservedFailures};
 use super::worker;
@@ -294,6 +294,42 @@ impl Builder {
     /// for two handlers of one command type, [`BuildError::Thread`] when a worker
     /// thread cannot be started.
     pub fn build(self) -> Result<Scheduler, BuildError> {
+        let thread_name = self.thread_name.clone();
+        let (shared, locals) = self.shared()?;
+        let mut threads = Vec::with_capacity(locals.len());
+        for (index, local) in locals.into_iter().enumerate() {
+            let handle = Handle::from_shared(shared.clone());
+            let spawned = crate::sync::thread::Builder::new()
+                .name(format!("{thread_name}-worker-{index}"))
+                .spawn(move || worker::run(handle, index, local));
+            match spawned {
+                Ok(thread) => threads.push(thread),
+                Err(error) => {
+                    // Unwind what started: the scheduler drops and joins them.
+                    drop(Scheduler::from_parts(shared, threads));
+                    return Err(BuildError::Thread(error));
+                }
+            }
+        }
+        if let Err(error) = Timing::start_detector(&shared, format!("{thread_name}-long-steps")) {
+            drop(Scheduler::from_parts(shared, threads));
+            return Err(BuildError::Thread(error));
+        }
+        Ok(Scheduler::from_parts(shared, threads))
+    }
+
+    /// A scheduler whose workers never start, for the loom models that step its
+    /// processes on their own threads with the worker's own step function (see
+    /// `runtime/tests/loom_state.rs`). Its processes must have ended before it is
+    /// dropped: nobody else would run them.
+    #[cfg(all(test, loom))]
+    pub(crate) fn build_without_workers(self) -> Scheduler {
+        let (shared, _deques) = self.shared().expect("the scheduler's state is built");
+        Scheduler::from_parts(shared, Vec::new())
+    }
+
+    /// The scheduler's shared state and its workers' deques, no thread started.
+    fn shared(self) -> Result<(Arc<Shared>, Vec<local::Local<Task>>), BuildError> {
         let workers = match self.workers {
             Some(0) => return Err(BuildError::NoWorkers),
             Some(n) => n,
@@ -336,29 +372,7 @@ impl Builder {
                 ))
             }),
         });
-
-        let mut threads = Vec::with_capacity(workers);
-        for (index, local) in locals.into_iter().enumerate() {
-            let handle = Handle::from_shared(shared.clone());
-            let spawned = crate::sync::thread::Builder::new()
-                .name(format!("{}-worker-{index}", self.thread_name))
-                .spawn(move || worker::run(handle, index, local));
-            match spawned {
-                Ok(thread) => threads.push(thread),
-                Err(error) => {
-                    // Unwind what started: the scheduler drops and joins them.
-                    drop(Scheduler::from_parts(shared, threads));
-                    return Err(BuildError::Thread(error));
-                }
-            }
-        }
-        if let Err(error) =
-            Timing::start_detector(&shared, format!("{}-long-steps", self.thread_name))
-        {
-            drop(Scheduler::from_parts(shared, threads));
-            return Err(BuildError::Thread(error));
-        }
-        Ok(Scheduler::from_parts(shared, threads))
+        Ok((shared, locals))
     }
 }
 

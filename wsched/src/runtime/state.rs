@@ -44,6 +44,34 @@
 //!   cancel, not by a message (the message waits in the mailbox for the next step); a
 //!   process waiting for a message is woken by anything.
 //! * DONE is final.
+//!
+//! # What the loom models check, and through which code
+//!
+//! `runtime/tests/loom_state.rs` runs the runtime's own code on every side, with no
+//! copy of it: a model thread steps the process with `worker::run_task` (the
+//! closing CAS, and the waiting reference left in the cell or moved into a queue),
+//! producers wake it through `Shared::deliver` and the send path (which take the
+//! waiting reference to queue it), and shutdown is `Shared::stop_all`. The scheduler
+//! is built without its worker threads, so a model counts exactly how often the
+//! process was queued (everything queued from a thread that is not a worker goes to
+//! the global queue), and loom's allocator sees every reference given back: a
+//! waiting reference kept twice or never left frees the cell twice or leaks it.
+//! The mailboxes there take the runtime's spin lock, as outside loom.
+//!
+//! What those models do not reach, and why:
+//!
+//! * Where `schedule` puts a process from a worker thread (the LIFO slot, the deque
+//!   and their wake-up rules) is not in them: a worker's queues exist only inside
+//!   `worker::run`'s loop. `loom_scheduler.rs` runs that loop on loom threads.
+//! * The models of the whole loop (`loom_scheduler.rs`, and those of names, links,
+//!   monitors, calls, dead letters and destinations) lock mailboxes with loom's
+//!   mutex, not the spin lock: see `spin_lock.rs`.
+//! * The re-step of a process whose yields completed at once (`dispatch_direct`, the
+//!   reference stock) happens on the worker with nothing racing it; the models of
+//!   `loom_scheduler.rs` go through it with completers on other threads.
+//!
+//! The recycler's cache and depot are checked by `loom_depot.rs`, and a cell held
+//! by a worker's destination entry by `loom_destinations.rs`; see their modules.
 
 use crate::sync::{AtomicU32, Ordering};
 

@@ -800,7 +800,7 @@ fn park(
 /// process is stepped again here, without leaving RUNNING: no mailbox lock, no
 /// state transitions, no trip through a run queue. At most [`RESTEP_BUDGET`] times
 /// in a row, so a process that keeps yielding such commands cannot hold the worker.
-fn run_task(
+pub(super) fn run_task(
     handle: &Handle,
     index: usize,
     mut woken: bool,

@@ -29,6 +29,9 @@ use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell};
 mod recycle;
 mod reference;
 
+/// The recycler's cache, for its loom model and its stress test.
+#[cfg(test)]
+pub(crate) use recycle::cache as block_cache;
 pub(crate) use recycle::{give_back_spare_blocks, keep_blocks_on_this_thread};
 pub(crate) use reference::{CellRef, RefStock, ThinCell};
 

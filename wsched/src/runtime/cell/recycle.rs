@@ -32,8 +32,17 @@
 //! ([`give_back_spare_blocks`]), so memory returns to the allocator once the
 //! schedulers are gone.
 //!
-//! Under loom, blocks go through loom's allocator instead, which reports a cell that
-//! was never freed (a reference-count bug) at the end of each model run.
+//! # Under loom
+//!
+//! The runtime's cells skip the cache under loom and go through loom's allocator,
+//! which reports a cell that was never freed (a reference-count bug) at the end of
+//! each model run, and one freed twice at once: a kept block would hide both. The
+//! cache itself (this file's `cache` module, with loom's thread-locals, mutex and
+//! atomics and its capacities shrunk so that spills and refills happen within a few
+//! blocks) is model-checked on its own, as it is, with a depot of the model's own:
+//! a process-wide depot would carry blocks from one model run into the next
+//! (`runtime/tests/loom_depot.rs`). `runtime/tests/depot_stress.rs` checks it on
+//! real threads.
 
 use std::alloc::Layout;
 use std::ptr::NonNull;
@@ -50,6 +59,15 @@ const BATCH: usize = BIN_CAPACITY / 2;
 /// Blocks the depot keeps per layout.
 #[cfg(not(loom))]
 const DEPOT_CAPACITY: usize = 4 * BIN_CAPACITY;
+// Under loom: a bin spills on its third block, and the depot is full with two.
+#[cfg(all(loom, test))]
+const BINS: usize = 2;
+#[cfg(all(loom, test))]
+const BIN_CAPACITY: usize = 2;
+#[cfg(all(loom, test))]
+const BATCH: usize = 1;
+#[cfg(all(loom, test))]
+const DEPOT_CAPACITY: usize = 2;
 
 /// A block for a cell of `layout` (never zero-sized: a cell has a header).
 pub(super) fn allocate(layout: Layout) -> NonNull<u8> {
@@ -96,15 +114,15 @@ pub(crate) fn give_back_spare_blocks() {
 #[cfg(not(loom))]
 use std::alloc::{alloc as global_alloc, dealloc as global_dealloc};
 
-#[cfg(not(loom))]
-mod cache {
-    use super::{BATCH, BINS, BIN_CAPACITY, DEPOT_CAPACITY};
+// Under loom only its model uses it (see the module docs).
+#[cfg(any(not(loom), test))]
+pub(crate) mod cache {
+    use super::{global_dealloc, BATCH, BINS, BIN_CAPACITY, DEPOT_CAPACITY};
     use std::alloc::Layout;
     use std::cell::RefCell;
     use std::ptr::NonNull;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use parking_lot::Mutex;
+    use crate::sync::{AtomicUsize, Mutex, Ordering};
 
     /// Free blocks of one layout.
     struct Bin {
@@ -139,7 +157,7 @@ mod cache {
             for block in bin.blocks.drain(..) {
                 // SAFETY: every kept block came from the global allocator with its
                 // bin's layout, and leaves the bin here, so it is freed once.
-                unsafe { std::alloc::dealloc(block.as_ptr(), layout) };
+                unsafe { global_dealloc(block.as_ptr(), layout) };
             }
         }
     }
@@ -150,17 +168,25 @@ mod cache {
         bins: [Bin; BINS],
     }
 
+    #[cfg(not(loom))]
     thread_local! {
-        static CACHE: RefCell<Cache> = const {
-            RefCell::new(Cache {
-                enabled: false,
-                bins: [Bin::UNUSED; BINS],
-            })
+        static CACHE: RefCell<Cache> = const { RefCell::new(Cache::NEW) };
+    }
+    // loom runs its threads on one OS thread: thread-locals must be its own.
+    #[cfg(loom)]
+    loom::thread_local! {
+        static CACHE: RefCell<Cache> = RefCell::new(Cache::NEW);
+    }
+
+    impl Cache {
+        const NEW: Self = Self {
+            enabled: false,
+            bins: [Bin::UNUSED; BINS],
         };
     }
 
     /// Blocks that workers' full bins passed on (see the module docs).
-    pub(super) struct Depot {
+    pub(crate) struct Depot {
         bins: Mutex<Bins>,
         /// How many blocks `bins` holds, updated under its lock: read without it,
         /// so that a thread finding nothing there does not take the lock to see it.
@@ -175,10 +201,21 @@ mod cache {
     unsafe impl Send for Bins {}
 
     /// The process-wide depot.
+    #[cfg(not(loom))]
     static DEPOT: Depot = Depot::new();
 
     impl Depot {
-        pub(super) const fn new() -> Self {
+        #[cfg(not(loom))]
+        pub(crate) const fn new() -> Self {
+            Self {
+                bins: Mutex::new(Bins([Bin::UNUSED; BINS])),
+                blocks: AtomicUsize::new(0),
+            }
+        }
+
+        /// As outside loom, whose mutex and atomics cannot be made in a `const fn`.
+        #[cfg(loom)]
+        pub(crate) fn new() -> Self {
             Self {
                 bins: Mutex::new(Bins([Bin::UNUSED; BINS])),
                 blocks: AtomicUsize::new(0),
@@ -234,7 +271,7 @@ mod cache {
         }
 
         /// Gives every block, and the room reserved for them, back.
-        pub(super) fn empty(&self) {
+        pub(crate) fn empty(&self) {
             let mut bins = self.bins.lock();
             for bin in &mut bins.0 {
                 free_all(bin);
@@ -244,7 +281,7 @@ mod cache {
         }
 
         #[cfg(test)]
-        pub(super) fn holds(&self, layout: Layout) -> usize {
+        pub(crate) fn holds(&self, layout: Layout) -> usize {
             self.bins
                 .lock()
                 .0
@@ -256,7 +293,7 @@ mod cache {
 
     /// Turns keeping on, with room for every block it may keep allocated now, so
     /// that freeing a cell never allocates.
-    pub(super) fn enable() {
+    pub(crate) fn enable() {
         CACHE.with(|cache| {
             let mut cache = cache.borrow_mut();
             cache.enabled = true;
@@ -268,6 +305,7 @@ mod cache {
 
     /// A kept block of `layout`: this thread's if it keeps blocks (refilled from
     /// the depot when empty), else one from the depot.
+    #[cfg(not(loom))]
     #[inline]
     pub(super) fn take(layout: Layout) -> Option<NonNull<u8>> {
         take_via(&DEPOT, layout)
@@ -275,7 +313,7 @@ mod cache {
 
     /// [`take`], with `depot` as the depot.
     #[inline]
-    pub(super) fn take_via(depot: &Depot, layout: Layout) -> Option<NonNull<u8>> {
+    pub(crate) fn take_via(depot: &Depot, layout: Layout) -> Option<NonNull<u8>> {
         CACHE
             .try_with(|cache| {
                 let mut cache = cache.try_borrow_mut().ok()?;
@@ -297,6 +335,7 @@ mod cache {
     /// Keeps `block` (of `layout`) for a later [`take`]; gives it back if this
     /// thread keeps none (or is exiting), or if neither its bin nor the depot has
     /// room.
+    #[cfg(not(loom))]
     #[inline]
     pub(super) fn keep(block: NonNull<u8>, layout: Layout) -> Option<NonNull<u8>> {
         keep_via(&DEPOT, block, layout)
@@ -304,7 +343,7 @@ mod cache {
 
     /// [`keep`], with `depot` as the depot.
     #[inline]
-    pub(super) fn keep_via(
+    pub(crate) fn keep_via(
         depot: &Depot,
         block: NonNull<u8>,
         layout: Layout,
@@ -331,6 +370,7 @@ mod cache {
     }
 
     /// Gives the process-wide depot's blocks back.
+    #[cfg(not(loom))]
     pub(super) fn empty_depot() {
         DEPOT.empty();
     }
@@ -341,8 +381,8 @@ mod cache {
         }
     }
 
-    #[cfg(test)]
-    pub(super) fn kept(layout: Layout) -> usize {
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn kept(layout: Layout) -> usize {
         CACHE.with(|cache| {
             cache
                 .borrow()

@@ -1,6 +1,8 @@
 //! Tests of crate-private runtime parts: loom models and stress tests.
 
 #[cfg(not(loom))]
+mod depot_stress;
+#[cfg(not(loom))]
 mod lifo_stress;
 #[cfg(not(loom))]
 mod local_queue_props;
@@ -12,6 +14,10 @@ mod loom_blocking;
 mod loom_calls;
 #[cfg(loom)]
 mod loom_dead_letters;
+#[cfg(loom)]
+mod loom_depot;
+#[cfg(loom)]
+mod loom_destinations;
 #[cfg(loom)]
 mod loom_idle;
 #[cfg(loom)]
