@@ -40,10 +40,19 @@ impl Pong {
     }
 }
 
+const USAGE: &str = "usage: pingpong [PAIRS] [ROUNDS]  (whole numbers; defaults 1000 and 1000)";
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut args = std::env::args().skip(1).map(|a| a.parse::<u32>());
-    let pairs = args.next().transpose()?.unwrap_or(1_000);
-    let rounds = args.next().transpose()?.unwrap_or(1_000);
+    let mut args = std::env::args().skip(1);
+    let mut number = |default: u32| match args.next() {
+        None => default,
+        Some(arg) => arg.parse().unwrap_or_else(|_| {
+            eprintln!("pingpong: `{arg}` is not a whole number\n{USAGE}");
+            std::process::exit(2)
+        }),
+    };
+    let pairs = number(1_000);
+    let rounds = number(1_000);
 
     let scheduler = Scheduler::new()?;
     let started = Instant::now();

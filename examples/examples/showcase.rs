@@ -76,12 +76,13 @@ impl Collector {
     }
 }
 
-// ANCHOR: supervisor
-/// Spawns one crawler per site, joins them all, and sums their byte counts.
-struct Supervisor;
+// ANCHOR: coordinator
+/// Spawns one crawler per site, joins them all, and sums their byte counts. (Not a
+/// `wsched::supervisor::Supervisor`: it restarts nothing; it fans out and in.)
+struct Coordinator;
 
 #[process]
-impl Supervisor {
+impl Coordinator {
     #[entry(name = "run")]
     fn supervise(&mut self, sites: Vec<String>, collector: Pid) -> Result<usize, BoxError> {
         let mut crawlers = Vec::new();
@@ -99,7 +100,7 @@ impl Supervisor {
         Ok(total)
     }
 }
-// ANCHOR_END: supervisor
+// ANCHOR_END: coordinator
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let scheduler = Scheduler::builder()
@@ -114,23 +115,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|s| s.to_string())
         .collect();
     let collector = scheduler.spawn(Collector::default(), "collect", (sites.len(),))?;
-    let supervisor = scheduler.spawn(Supervisor, "run", (sites, collector))?;
+    let coordinator = scheduler.spawn(Coordinator, "run", (sites, collector))?;
 
-    println!("live processes right after spawning:");
+    // A listing: each process's PID, its entry, where it is (queued, running, or
+    // waiting and at which suspension point) and what waits in its mailbox.
+    println!("live processes right after spawning (pid, entry, state, mailbox):");
     for info in scheduler.processes() {
         println!("  {info}");
     }
 
-    let total = scheduler.wait(supervisor)?.downcast::<usize>()?;
+    let total = scheduler.wait(coordinator)?.downcast::<usize>()?;
     let collected = scheduler
         .wait(collector)?
         .downcast::<Vec<(String, usize)>>()?;
-    println!("\nthe supervisor's crawlers fetched {total} bytes; the collector heard from:");
+    println!("\nthe coordinator's crawlers fetched {total} bytes; the collector heard from:");
     for (site, bytes) in &collected {
         println!("  {site:<12} {bytes:>6} bytes");
     }
     assert_eq!(total, collected.iter().map(|(_, b)| b).sum::<usize>());
 
+    // The scheduler's counters: how the work spread over the workers.
     let metrics = scheduler.metrics();
     let all = metrics.total();
     println!(

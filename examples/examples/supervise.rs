@@ -104,10 +104,15 @@ fn server(name: &'static str) -> ChildSpec {
 
 fn show(title: &str, view: &SupervisorHandle) {
     println!("{title}: {:?}, {} restarts", view.state(), view.restarts());
+    // One line a child: its id, its process (or that it is not running), how often
+    // it was restarted, and its restart kind and kind.
     for child in view.children() {
+        let pid = child
+            .pid
+            .map_or_else(|| "not running".to_owned(), |pid| pid.to_string());
         println!(
-            "  {:<8} {:?} restarts {} ({:?}, {:?})",
-            child.id, child.pid, child.restarts, child.restart, child.kind
+            "  {:<8} {pid:<8} restarts {} ({:?}, {:?})",
+            child.id, child.restarts, child.restart, child.kind
         );
     }
 }
@@ -127,22 +132,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     println!("with wsched::supervisor:");
     // ANCHOR: tree
-    let (tx, rx) = std::sync::mpsc::channel();
     let app = Supervisor::new(Strategy::OneForOne)
         .intensity(3, Duration::from_secs(5))
         .child(server("db"))
-        .child(ChildSpec::supervisor("web", move || {
-            let web = Supervisor::new(Strategy::RestForOne)
+        .child(ChildSpec::supervisor("web", || {
+            Supervisor::new(Strategy::RestForOne)
                 .child(server("listener"))
-                .child(server("session"));
-            // Each web supervisor started hands its view out.
-            let _ = tx.send(web.handle());
-            web
+                .child(server("session"))
         }));
     let view = app.handle();
     let app_pid = scheduler.spawn(app, Supervisor::ENTRY, ())?;
     // ANCHOR_END: tree
-    let web = rx.recv_timeout(WAIT)?;
     let running = |view: &SupervisorHandle| {
         view.wait_for(WAIT, |children| {
             children.iter().map(|c| c.pid).collect::<Option<Vec<Pid>>>()
@@ -150,6 +150,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .expect("the children run")
     };
     running(&view);
+    // The subtree's own handle, reached through its parent's.
+    let web = view.supervisor("web").ok_or("web runs")?;
     let listener = running(&web)[0];
     show("app", &view);
     show("web", &web);

@@ -102,6 +102,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("mailbox") => TopBy::Mailbox,
         Some(other) => return Err(format!("rank by busy, steps or mailbox, not {other:?}").into()),
     };
+    println!(
+        "the load: 4 ping-pong pairs (Ping and Pong: many short steps, the top rows by \
+         steps), a Hog that spins 2 ms a step (few steps, the most busy time), and a \
+         Picky consumer that receives only numbers while a Pest also sends it strings \
+         (its mailbox grows, the top row by mailbox). Every process's entry is `run`; \
+         a table a second for {seconds} s, ranked by {by}."
+    );
     let scheduler = Scheduler::builder().step_timing(true).build()?;
     for _ in 0..4 {
         scheduler.spawn_detached(Ping, "run", ())?;

@@ -76,18 +76,18 @@ examples! {
         "  job 6 (",
         "  all jobs done: [0, 10, 20, 30, 40, 50, 60]",
         "  listener ended: panicked in step: listener crashed",
-        "  listener Some(Pid<",
-        ") restarts 1 (Permanent, Worker)",
+        "  listener <",
+        " restarts 1 (Permanent, Worker)",
         "app ended: cancelled: it was asked to stop and did",
     ];
     showcase [] => [
-        "the supervisor's crawlers fetched 1208 bytes; the collector heard from:",
+        "the coordinator's crawlers fetched 1208 bytes; the collector heard from:",
         "  alpha.test      304 bytes",
         "shutdown: 0 finished while shutting down, 0 stopped",
     ];
     pingpong ["20", "100"] => ["20 pairs x 100 round trips on "];
-    timers ["50", "20"] => ["1000 timers in 50 processes", "all fired "];
-    top ["1", "steps"] => ["== second 1: workers busy [", "by steps"];
+    timers ["50", "20"] => ["1000 timers in 50 processes", "all fired ", "for reference: timers round up to 1 ms ticks"];
+    top ["1", "steps"] => ["the load: 4 ping-pong pairs", "== second 1: workers busy [", "by steps"];
     timeline ["{dir}"] => ["64 leaves; ", "timeline.json and "];
 }
 
