@@ -51,7 +51,9 @@ impl Crawler {
     }
 }
 
-/// Collects summaries until it has `expected` of them, or a second passes without one.
+/// Collects summaries until it has `expected` of them, or ten seconds pass without
+/// one (the crawlers report within milliseconds; the timeout only keeps a lost one
+/// from hanging the program).
 #[derive(Default)]
 struct Collector {
     sites: Vec<(String, usize)>,
@@ -62,7 +64,7 @@ impl Collector {
     #[entry]
     fn collect(&mut self, expected: usize) -> Vec<(String, usize)> {
         while self.sites.len() < expected {
-            match recv!(Summary, timeout = Duration::from_secs(1)) {
+            match recv!(Summary, timeout = Duration::from_secs(10)) {
                 Ok(summary) => self.sites.push((summary.site, summary.bytes)),
                 Err(RecvError::Timeout) => break,
                 Err(other) => {

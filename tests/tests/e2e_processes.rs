@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use wsched::command::Completer;
 use wsched::prelude::*;
@@ -471,14 +471,18 @@ fn the_process_listing_shows_the_entry_and_where_it_waits() {
         .unwrap();
     let gate = sched.spawn(Waiter, "gate", ()).unwrap();
     let text = sched.spawn(Waiter, "wait_for_text", (60_000_u64,)).unwrap();
-    let mut listed = Vec::new();
-    for _ in 0..2000 {
-        listed = sched.processes();
+    let deadline = Instant::now() + WAIT;
+    let listed = loop {
+        let listed = sched.processes();
         if listed.iter().all(|p| p.suspended_at.is_some()) && listed.len() == 2 {
-            break;
+            break listed;
         }
-        thread::sleep(ms(1));
-    }
+        assert!(
+            Instant::now() < deadline,
+            "never both suspended: {listed:?}"
+        );
+        thread::yield_now();
+    };
     let info = |pid| listed.iter().find(|p| p.pid == pid).expect("listed");
     let g = info(gate);
     assert_eq!(g.entry, "gate");

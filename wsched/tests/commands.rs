@@ -5,9 +5,9 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::{collect_completions, Answer, Scripted};
-use wsched::command::{Join, Sleep, Spawn};
+use wsched::command::{Completer, Join, Sleep, Spawn};
 use wsched::{
-    Context, Event, Events, InitError, JoinError, Payload, Payloads, Process, Scheduler,
+    Command, Context, Event, Events, InitError, JoinError, Payload, Payloads, Process, Scheduler,
     SpawnError, Status, StepError, StepOutput, Tag, YieldError,
 };
 
@@ -21,17 +21,12 @@ fn scheduler() -> Scheduler {
 /// Yields `count` sleeps at once, of 1..=count milliseconds in reverse order, and
 /// finishes with the tags in the order their completions arrived.
 fn sleeper(count: u64) -> Scripted {
-    spaced_sleeper(count, 1)
-}
-
-/// Like [`sleeper`], with deadlines `spacing_ms` apart.
-fn spaced_sleeper(count: u64, spacing_ms: u64) -> Scripted {
     let mut started = false;
     let mut order = Vec::new();
     Scripted::new(move |_, events, out| {
         if !started {
             for t in 1..=count {
-                let millis = (count + 1 - t) * spacing_ms;
+                let millis = count + 1 - t;
                 out.yield_command(Tag(t), Sleep(Duration::from_millis(millis)));
             }
             started = true;
@@ -82,17 +77,96 @@ fn sleep_completes_after_its_duration() {
     assert!(started.elapsed() >= Duration::from_millis(30));
 }
 
+/// Completed by its handler, on the worker that dispatches it, with the time it ran.
+struct Stamp;
+
+impl Command for Stamp {
+    type Output = Instant;
+}
+
 #[test]
 fn timers_fire_in_deadline_order() {
-    let s = scheduler();
-    // Each deadline is "now + duration" when its timer is armed, so deadlines 1 ms
-    // apart could swap if the worker were preempted for over 1 ms in the middle of
-    // arming them (seen once under load); 5 ms apart they keep their order unless
-    // one arm is delayed by more than that.
-    let pid = s.spawn(spaced_sleeper(20, 5), "run", ()).unwrap();
-    let order = s.wait(pid).unwrap().downcast::<Vec<u64>>().unwrap();
-    // Tag t sleeps (21 - t) × 5 ms: the highest tag has the earliest deadline.
-    assert_eq!(order, (1..=20).rev().collect::<Vec<_>>());
+    const COUNT: u64 = 20;
+    const SPACING: Duration = Duration::from_millis(5);
+    let s = Scheduler::builder()
+        .workers(2)
+        .handler(|_: Stamp, done: Completer<Stamp>| done.complete(Instant::now()))
+        .build()
+        .expect("scheduler starts");
+    // Tag t sleeps (COUNT + 1 - t) × SPACING: the highest tag has the shortest sleep.
+    // A timer's deadline is "now + duration" when its handler arms it, after the
+    // step; the handlers run in yield order on the worker, so every timer is armed
+    // between `begun` (read in the step) and the stamp (yielded last). On a loaded
+    // machine the worker can be preempted while arming them, so two deadlines
+    // SPACING apart may swap; two whose durations differ by more than that window
+    // (plus the 1 ms tick) cannot, and those must fire in deadline order.
+    let duration = |t: u64| SPACING * (COUNT + 1 - t) as u32;
+    let mut begun = None;
+    let mut armed_by = None;
+    let mut order = Vec::new();
+    let pid = s
+        .spawn(
+            Scripted::new(move |_, events, out| {
+                if begun.is_none() {
+                    begun = Some(Instant::now());
+                    for t in 1..=COUNT {
+                        out.yield_command(Tag(t), Sleep(duration(t)));
+                    }
+                    out.yield_command(Tag(0), Stamp);
+                }
+                for event in events {
+                    if let Event::Completion(c) = event {
+                        let result = c.result.expect("a completion");
+                        if c.tag == Tag(0) {
+                            armed_by = Some(result.downcast::<Instant>().unwrap());
+                        } else {
+                            order.push(c.tag.0);
+                        }
+                    }
+                }
+                match armed_by {
+                    Some(armed_by) if order.len() as u64 == COUNT => {
+                        let window = armed_by.duration_since(begun.unwrap());
+                        out.set_status(Status::Done(Payload::new((order.clone(), window))));
+                    }
+                    _ => out.set_status(Status::WaitingForYields),
+                }
+                Ok(())
+            }),
+            "run",
+            (),
+        )
+        .unwrap();
+    let (order, window) = s
+        .wait(pid)
+        .unwrap()
+        .downcast::<(Vec<u64>, Duration)>()
+        .unwrap();
+    let mut sorted = order.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (1..=COUNT).collect::<Vec<_>>(), "each fired once");
+    let position = |t: u64| order.iter().position(|&o| o == t).unwrap();
+    let mut ordered_pairs = 0;
+    for a in 1..=COUNT {
+        for b in 1..=COUNT {
+            // `b`'s deadline is surely at least a tick before `a`'s.
+            if duration(a) >= duration(b) + window + Duration::from_millis(1) {
+                ordered_pairs += 1;
+                assert!(
+                    position(b) < position(a),
+                    "{b} (sleeping {:?}) fired after {a} (sleeping {:?}), armed within \
+                     {window:?}: {order:?}",
+                    duration(b),
+                    duration(a)
+                );
+            }
+        }
+    }
+    // Unloaded, the window is well under SPACING and every pair is checked.
+    eprintln!(
+        "armed within {window:?}: {ordered_pairs} of {} pairs had to keep their order",
+        COUNT * (COUNT - 1) / 2
+    );
 }
 
 #[test]

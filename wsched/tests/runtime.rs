@@ -14,6 +14,9 @@ use wsched::{
     Scheduler, SendErrorKind, SpawnError, Status, StepError, Tag,
 };
 
+/// A hang guard, never a wait for something to happen.
+const PATIENCE: Duration = Duration::from_secs(20);
+
 fn scheduler(workers: usize) -> Scheduler {
     Scheduler::builder()
         .workers(workers)
@@ -573,8 +576,12 @@ fn builder_rejects_zero_workers_and_duplicate_handlers() {
     assert!(err.to_string().contains("register each command type once"));
 }
 
+// Cleaning up after a cancel and being stopped at the timeout are two tests: a
+// cleanup has to finish within the timeout, which takes a generous one on a loaded
+// machine, and a process that ignores its cancel holds shutdown for all of it.
+
 #[test]
-fn shutdown_cancels_lets_cleanup_yields_run_and_stops_the_rest() {
+fn shutdown_cancels_and_lets_cleanup_yields_run() {
     let s = Scheduler::builder()
         .workers(2)
         .handler(|Number(n), done: Completer<Number>| {
@@ -611,12 +618,21 @@ fn shutdown_cancels_lets_cleanup_yields_run_and_stops_the_rest() {
             (),
         )
         .unwrap();
+    // A hang guard: shutdown returns as soon as the cleanup is done.
+    let report = s.shutdown(PATIENCE);
+    assert_eq!(report.finished, 1);
+    assert!(report.stopped.is_empty(), "{report:?}");
+    assert_eq!(s.wait(polite).unwrap().downcast::<u64>().unwrap(), 42);
+}
+
+#[test]
+fn shutdown_stops_what_is_left_when_its_timeout_has_passed() {
+    let s = scheduler(2);
     let stubborn = s.spawn(Stubborn, "run", ()).unwrap();
     let report = s.shutdown(Duration::from_millis(50));
-    assert_eq!(report.finished, 1);
+    assert_eq!(report.finished, 0);
     assert_eq!(report.stopped, vec![stubborn]);
     assert!(report.elapsed >= Duration::from_millis(50));
-    assert_eq!(s.wait(polite).unwrap().downcast::<u64>().unwrap(), 42);
     let err = s.wait(stubborn).unwrap_err();
     assert!(
         matches!(err.process_error(), Some(ProcessError::Stopped)),
