@@ -139,6 +139,9 @@ impl<'a> Lower<'a> {
                 _ => self.fail(span, message),
             };
         }
+        if name == "recv" && crate::recv_arms::is_arms(&mac.tokens) {
+            return self.lower_recv_arms(mac, span);
+        }
         let parsed = match name {
             "recv" => parse_recv.parse2(mac.tokens.clone()),
             "call" => (|input: ParseStream| parse_call(input, span)).parse2(mac.tokens.clone()),
@@ -218,6 +221,34 @@ impl<'a> Lower<'a> {
         let path = &mac.path;
         let bang = &mac.bang_token;
         syn::parse_quote_spanned!(span=> #path #bang (#lowered))
+    }
+
+    /// Lowers `recv! { arms }` (see `recv_arms.rs`): its guards run in a closure, so
+    /// they cannot suspend; its bodies and timeout are the entry's own code.
+    fn lower_recv_arms(&mut self, mac: &Macro, span: Span) -> Expr {
+        let mut arms: crate::recv_arms::Arms = match syn::parse2(mac.tokens.clone()) {
+            Ok(arms) => arms,
+            Err(e) => {
+                self.errors.push(e);
+                // What the receive would evaluate to, so that its `?` and the value's
+                // use add no error of their own (the value's type is inferred from its
+                // use, or falls back to `()`).
+                return syn::parse_quote_spanned!(span=>
+                    ::core::result::Result::<_, ::wsched::RecvError>::Ok(::core::unreachable!())
+                );
+            }
+        };
+        for arm in &mut arms.arms {
+            if let Some(guard) = &mut arm.guard {
+                self.nested("a `recv!` guard", |s| s.visit_expr_mut(guard));
+            }
+            self.visit_expr_mut(&mut arm.body);
+        }
+        if let Some(after) = &mut arms.after {
+            self.visit_expr_mut(&mut after.timeout);
+            self.visit_expr_mut(&mut after.body);
+        }
+        arms.expand(span)
     }
 
     /// Looks into the arguments of another macro (`println!`, `vec!`, `format!`…) for

@@ -6,6 +6,7 @@ use proc_macro::TokenStream;
 mod body;
 mod expand;
 mod model;
+mod recv_arms;
 #[cfg(test)]
 mod tests;
 

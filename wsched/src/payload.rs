@@ -201,6 +201,21 @@ impl Payload {
         self.meta.output
     }
 
+    /// Takes the `T` out and hands it to `f`, which keeps it (`Ok`) or gives it back
+    /// (`Err`): then it goes back into a payload described as before (a signal stays
+    /// one). `Err` with the payload untouched if it holds no `T`. A `recv!` arm's
+    /// pattern and guard decide this way (see `macro_support/suspend.rs`).
+    #[inline]
+    pub(crate) fn take_if<T: Any, R>(
+        self,
+        f: impl FnOnce(T) -> Result<R, T>,
+    ) -> Result<R, Payload> {
+        let meta = self.meta;
+        let value = self.take::<T>()?;
+        // SAFETY: `meta` described the `T` just taken out of this payload.
+        f(value).map_err(|value| unsafe { Self::from_parts(value, meta) })
+    }
+
     /// Stores `value`, described by `meta` (which describes a `T`).
     #[inline]
     fn with_meta<T: Any + Send>(value: T, meta: &'static Meta) -> Self {

@@ -139,6 +139,17 @@ macro_rules! yield_all {
 ///   The timer is a [`Sleep`](crate::command::Sleep) yield, made only if no message is
 ///   there already; its completion is ignored if a message comes first. A zero
 ///   timeout never suspends: it is a non-blocking try-receive.
+/// * `recv! { arms }` receives by pattern, as Erlang's `receive`: each arm is
+///   `pattern: Type if guard => body` (the `: Type` may be left out when the pattern
+///   is a struct, tuple-struct or unit-struct pattern, which names its type; the
+///   guard is optional), and one `after(d) => body` arm may give up after `d`. It
+///   takes the oldest message that some arm takes — the first such arm, in order,
+///   with its pattern matched and its guard true — and evaluates to
+///   `Result<R, RecvError>`, `R` being the bodies' type (`Err` for a cancel).
+///   Messages no arm takes stay in the mailbox, in order. Bindings are values, in
+///   guards as in bodies; guards run without suspending, bodies are the entry's own
+///   code (they may suspend, `return` or use `?`). One suspension point, whatever
+///   the number of arms.
 ///
 /// Only usable where [`yield_cmd!`] is.
 ///
@@ -178,6 +189,46 @@ macro_rules! yield_all {
 /// scheduler.send(pid, Start)?;
 /// let heard = scheduler.wait(pid)?.downcast::<Vec<String>>()?;
 /// assert_eq!(heard, ["one", "two"]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// Arms: a `Report` about a known job, or the `Down` of one monitor, or a second of
+/// quiet; everything else waits:
+///
+/// ```
+/// use std::time::Duration;
+/// use wsched::prelude::*;
+/// use wsched::{Down, Scheduler};
+///
+/// struct Report {
+///     job: u32,
+///     done: bool,
+/// }
+///
+/// struct Coordinator;
+///
+/// #[process]
+/// impl Coordinator {
+///     #[entry]
+///     fn run(&mut self, worker: Pid) -> Result<String, BoxError> {
+///         let watch = this::monitor(worker);
+///         let outcome = recv! {
+///             Report { job, done: true } if job < 10 => format!("job {job} done"),
+///             Down { monitor, reason, .. } if monitor == watch => format!("worker ended: {reason}"),
+///             after(Duration::from_secs(1)) => "nothing for a second".to_owned(),
+///         }?;
+///         Ok(outcome)
+///     }
+/// }
+///
+/// let scheduler = Scheduler::builder().workers(1).build()?;
+/// let worker = scheduler.spawn(Coordinator, "run", (Pid::from_raw(1),))?; // a stand-in
+/// let pid = scheduler.spawn(Coordinator, "run", (worker,))?;
+/// scheduler.send(pid, Report { job: 12, done: true })?; // a guard refuses it: it stays
+/// scheduler.send(pid, Report { job: 3, done: true })?;
+/// let outcome = scheduler.wait(pid)?.downcast::<String>()?;
+/// assert_eq!(outcome, "job 3 done");
+/// # let _ = scheduler.wait(worker);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[macro_export]

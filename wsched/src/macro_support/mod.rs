@@ -29,8 +29,8 @@ mod suspend;
 pub mod this;
 
 pub use suspend::{
-    call, recv, yield_all, yield_many, yield_one, AnyMessage, CallFuture, CommandSet, Dispatcher,
-    Filter, Recv, RecvError, Results, Typed, YieldMany, YieldOne,
+    call, recv, recv_arm, recv_select, yield_all, yield_many, yield_one, AnyMessage, CallFuture,
+    CommandSet, Dispatcher, Filter, Recv, RecvError, Results, Select, Typed, YieldMany, YieldOne,
 };
 
 /// Checks the argument count and then decodes the arguments one by one.

@@ -531,27 +531,22 @@ impl Error for RecvError {
     }
 }
 
-/// Which messages a receive takes.
+/// Which messages a receive takes. The filters of `recv!()` and `recv!(T)` are
+/// zero-sized; that of a `recv!` with arms holds its arms' patterns and guards.
 pub trait Filter {
     /// What the receive evaluates to.
     type Output;
+    /// Whether the message may be taken: a cheap look (its type) before
+    /// [`try_convert`](Self::try_convert) takes it out of the mailbox.
     #[doc(hidden)]
-    fn accepts(message: &Message) -> bool;
+    fn accepts(&mut self, message: &Message) -> bool;
+    /// The message converted, if it is one to take; else the message back,
+    /// unchanged, to stay where it was.
     #[doc(hidden)]
-    fn convert(message: Message) -> Self::Output;
-    /// [`convert`](Self::convert) if it [`accepts`](Self::accepts) the message,
-    /// else the message back.
+    fn try_convert(&mut self, message: Message) -> Result<Self::Output, Message>;
+    /// What listings say the receive waits for.
     #[doc(hidden)]
-    #[inline]
-    fn try_convert(message: Message) -> Result<Self::Output, Message> {
-        if Self::accepts(&message) {
-            Ok(Self::convert(message))
-        } else {
-            Err(message)
-        }
-    }
-    #[doc(hidden)]
-    fn name() -> Option<&'static str>;
+    fn name(&self) -> Option<&'static str>;
 }
 
 /// Any message, as a [`Message`] (payload and sender).
@@ -559,13 +554,13 @@ pub struct AnyMessage;
 
 impl Filter for AnyMessage {
     type Output = Message;
-    fn accepts(_: &Message) -> bool {
+    fn accepts(&mut self, _: &Message) -> bool {
         true
     }
-    fn convert(message: Message) -> Message {
-        message
+    fn try_convert(&mut self, message: Message) -> Result<Message, Message> {
+        Ok(message)
     }
-    fn name() -> Option<&'static str> {
+    fn name(&self) -> Option<&'static str> {
         None
     }
 }
@@ -573,41 +568,123 @@ impl Filter for AnyMessage {
 /// The oldest message holding a `T`, as the `T`.
 pub struct Typed<T>(PhantomData<fn() -> T>);
 
+impl<T> Typed<T> {
+    /// The filter.
+    pub const fn new() -> Self {
+        Self(PhantomData)
+    }
+}
+
+impl<T> Default for Typed<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl<T: Any> Filter for Typed<T> {
     type Output = T;
-    fn accepts(message: &Message) -> bool {
+    fn accepts(&mut self, message: &Message) -> bool {
         message.payload.is::<T>()
     }
-    fn convert(message: Message) -> T {
-        match message.payload.downcast::<T>() {
-            Ok(value) => value,
-            Err(_) => unreachable!("the filter checked the type"),
-        }
-    }
-    // One type check instead of two (`accepts`, then `convert`).
+    // One type check (not `accepts`, then a downcast).
     #[inline]
-    fn try_convert(message: Message) -> Result<T, Message> {
+    fn try_convert(&mut self, message: Message) -> Result<T, Message> {
         let Message { from, payload } = message;
         if TypeId::of::<T>() == TypeId::of::<Payload>() {
-            return Ok(Self::convert(Message { from, payload }));
+            return match payload.downcast::<T>() {
+                Ok(value) => Ok(value),
+                Err(_) => unreachable!("a payload is a payload"),
+            };
         }
         payload
             .take::<T>()
             .map_err(|payload| Message { from, payload })
     }
-    fn name() -> Option<&'static str> {
+    fn name(&self) -> Option<&'static str> {
         Some(type_name::<T>())
     }
+}
+
+/// The filter of a `recv!` with arms: the oldest message that an arm takes, by
+/// type, pattern and guard, converted by `select` (the macro writes both
+/// functions: `types` looks at a message's type only; `select` gives the message
+/// back unchanged, its place kept, when no arm takes it).
+pub struct Select<A, S> {
+    types: A,
+    select: S,
+    name: &'static str,
+}
+
+impl<O, A, S> Filter for Select<A, S>
+where
+    A: FnMut(&Message) -> bool,
+    S: FnMut(Message) -> Result<O, Message>,
+{
+    type Output = O;
+    #[inline]
+    fn accepts(&mut self, message: &Message) -> bool {
+        (self.types)(message)
+    }
+    #[inline]
+    fn try_convert(&mut self, message: Message) -> Result<O, Message> {
+        if (self.types)(&message) {
+            (self.select)(message)
+        } else {
+            Err(message)
+        }
+    }
+    fn name(&self) -> Option<&'static str> {
+        Some(self.name)
+    }
+}
+
+/// One arm of a `recv!` with arms: `message` converted by `arm` if it holds a `T`
+/// that the arm's pattern and guard take (`arm` gives the `T` back otherwise); else
+/// the message back, as it was.
+#[inline]
+pub fn recv_arm<T: Any, R>(
+    message: Message,
+    arm: impl FnOnce(T) -> Result<R, T>,
+) -> Result<R, Message> {
+    let Message { from, payload } = message;
+    payload
+        .take_if(arm)
+        .map_err(|payload| Message { from, payload })
 }
 
 /// `recv!()`, `recv!(T)` and their `timeout = …` forms.
 #[inline]
 #[track_caller]
-pub fn recv<F: Filter>(timeout: Option<Duration>) -> Recv<F> {
+pub fn recv<F: Filter + Default>(timeout: Option<Duration>) -> Recv<F> {
     Recv {
         location: Location::caller(),
         deadline: timeout.map_or(Deadline::None, Deadline::After),
-        _filter: PhantomData,
+        filter: F::default(),
+    }
+}
+
+/// A `recv!` with arms: `types` and `select` as [`Select`] has them, `name` for
+/// listings (the arms' types).
+#[inline]
+#[track_caller]
+pub fn recv_select<O, A, S>(
+    timeout: Option<Duration>,
+    name: &'static str,
+    types: A,
+    select: S,
+) -> Recv<Select<A, S>>
+where
+    A: FnMut(&Message) -> bool,
+    S: FnMut(Message) -> Result<O, Message>,
+{
+    Recv {
+        location: Location::caller(),
+        deadline: timeout.map_or(Deadline::None, Deadline::After),
+        filter: Select {
+            types,
+            select,
+            name,
+        },
     }
 }
 
@@ -616,7 +693,7 @@ pub fn recv<F: Filter>(timeout: Option<Duration>) -> Recv<F> {
 pub struct Recv<F> {
     location: &'static Location<'static>,
     deadline: Deadline,
-    _filter: PhantomData<fn() -> F>,
+    filter: F,
 }
 
 /// A receive's timeout: one word pair, as a `Duration` alone is (the timeout is not
@@ -633,6 +710,12 @@ enum Deadline {
 
 impl<F> Unpin for Recv<F> {}
 
+impl Default for AnyMessage {
+    fn default() -> Self {
+        Self
+    }
+}
+
 impl<F> Drop for Recv<F> {
     #[inline(always)]
     fn drop(&mut self) {
@@ -644,27 +727,39 @@ impl<F> Drop for Recv<F> {
     }
 }
 
-/// Takes the oldest message `F` accepts out of `mailbox`, converted.
+/// Takes the oldest message `filter` takes out of `mailbox`, converted.
 #[inline]
-fn take_message<F: Filter>(mailbox: &mut VecDeque<Message>) -> Option<F::Output> {
+fn take_message<F: Filter>(filter: &mut F, mailbox: &mut VecDeque<Message>) -> Option<F::Output> {
     // A receive that is about to wait finds the mailbox empty: no call for that.
     if mailbox.is_empty() {
         None
     } else {
-        find_message::<F>(mailbox)
+        find_message(filter, mailbox)
     }
 }
 
-fn find_message<F: Filter>(mailbox: &mut VecDeque<Message>) -> Option<F::Output> {
+fn find_message<F: Filter>(filter: &mut F, mailbox: &mut VecDeque<Message>) -> Option<F::Output> {
     // The oldest message is the usual match: popping it is cheaper than a removal
-    // by index, and converting it checks its type once. Converting only moves the
-    // value out of its box (no user code runs), so it may happen under the borrow.
-    match F::try_convert(mailbox.pop_front()?) {
+    // by index, and converting it checks its type once. A `recv!` arm's guard may
+    // run here, under the borrow: it is user code, but it only reads the message.
+    match filter.try_convert(mailbox.pop_front()?) {
         Ok(value) => return Some(value),
         Err(first) => mailbox.push_front(first),
     }
-    let i = (1..mailbox.len()).find(|&i| F::accepts(&mailbox[i]))?;
-    mailbox.remove(i).map(F::convert)
+    // The rest: a look at each type, and only a message of a wanted type is taken
+    // out to be tried (put back in its place if a pattern or guard refuses it).
+    let mut i = 1;
+    while i < mailbox.len() {
+        if filter.accepts(&mailbox[i]) {
+            let candidate = mailbox.remove(i).expect("in range");
+            match filter.try_convert(candidate) {
+                Ok(value) => return Some(value),
+                Err(refused) => mailbox.insert(i, refused),
+            }
+        }
+        i += 1;
+    }
+    None
 }
 
 impl<F: Filter> Recv<F> {
@@ -674,7 +769,7 @@ impl<F: Filter> Recv<F> {
         SuspendPoint {
             location: self.location,
             kind: SuspendKind::Receive {
-                message_type: F::name(),
+                message_type: self.filter.name(),
             },
         }
     }
@@ -765,7 +860,7 @@ impl<F: Filter> Recv<F> {
         out: &mut StepOutput,
         dropped: &mut Option<Result<Payload, YieldError>>,
     ) -> Poll<Result<F::Output, RecvError>> {
-        match take_message::<F>(&mut io.mailbox) {
+        match take_message(&mut self.filter, &mut io.mailbox) {
             Some(message) => {
                 if let Some(timer) = self.take_timer() {
                     *dropped = io.abandon(out, timer);
@@ -797,7 +892,7 @@ impl<F: Filter> Future for Recv<F> {
                 if matches!(this.deadline, Deadline::Timer(_)) {
                     return Quick::Other;
                 }
-                if let Some(message) = take_message::<F>(&mut io.mailbox) {
+                if let Some(message) = take_message(&mut this.filter, &mut io.mailbox) {
                     return Quick::Message(message);
                 }
                 if !matches!(this.deadline, Deadline::None) || io.cancel_pending() {
