@@ -966,7 +966,9 @@ impl<T: TimerItem> Timers<T> {
         // Shut down from the timer thread itself (a timed message it dropped owned
         // the last `Scheduler`): it sees `shutdown` and exits once this returns;
         // joining it here would be joining this very thread.
-        if let Some(thread) = thread.filter(|t| t.thread().id() != std::thread::current().id()) {
+        if let Some(thread) =
+            thread.filter(|t| t.thread().id() != crate::sync::thread::current().id())
+        {
             let _ = thread.join();
         }
         let left = self.state.lock().wheel.take_all();
