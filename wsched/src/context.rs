@@ -197,9 +197,23 @@ impl Context {
         input: impl IntoPayloads,
         options: SpawnOptions,
     ) -> Result<Pid, SpawnError> {
-        let process = NewProcess::new(process.into_process(), method, input.into_payloads(), false)
-            .link_to_parent()
-            .supervised();
+        self.spawn_linked_new(process, method, input, options, true)
+    }
+
+    fn spawn_linked_new<P: IntoProcess>(
+        &self,
+        process: P,
+        method: &str,
+        input: impl IntoPayloads,
+        options: SpawnOptions,
+        supervised: bool,
+    ) -> Result<Pid, SpawnError> {
+        let mut process =
+            NewProcess::new(process.into_process(), method, input.into_payloads(), false)
+                .link_to_parent();
+        if supervised {
+            process = process.supervised();
+        }
         self.backend()
             .spawn(Some(self.pid()), options.apply(process))
     }
@@ -360,10 +374,7 @@ impl Context {
         input: impl IntoPayloads,
         options: SpawnOptions,
     ) -> Result<Pid, SpawnError> {
-        let process = NewProcess::new(process.into_process(), method, input.into_payloads(), false)
-            .link_to_parent();
-        self.backend()
-            .spawn(Some(self.pid()), options.apply(process))
+        self.spawn_linked_new(process, method, input, options, false)
     }
 }
 
