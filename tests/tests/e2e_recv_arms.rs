@@ -130,8 +130,10 @@ fn a_pattern_binds_fields_and_the_timeout_arm_runs_only_when_nothing_matched() {
         .unwrap();
     assert_eq!(outcome, "still running");
 
-    // The target ends: its `Down` is taken, whatever the timeout.
+    // The target has ended: its `Down` is taken at once, whatever the timeout.
+    let ended = s.monitor(target);
     s.send(target, "end").unwrap();
+    ended.wait_timeout(PATIENCE).expect("the target ended");
     let watcher = s
         .spawn(Watcher, "run", (target, Vec::<Pid>::new()))
         .unwrap();
