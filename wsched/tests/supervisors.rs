@@ -1604,15 +1604,8 @@ fn a_pool_grown_and_shrunk_while_jobs_run_loses_no_job() {
     })
     .unwrap_or_else(|| panic!("the pool settled at 3: {view:?}"));
     assert_eq!(view.pool().unwrap().retiring, 0);
-    // Shrunk to none, every worker retired; grown to 3, new ones started: none of
-    // the first four is left (which workers took which jobs is the machine's say).
-    let first = ["worker-0", "worker-1", "worker-2", "worker-3"];
-    assert!(
-        view.children()
-            .iter()
-            .all(|c| !first.contains(&c.id.as_str())),
-        "{view:?}"
-    );
+    // Which workers retired is the machine's say: an owed retirement goes to
+    // whichever worker asks next, new or old. Only how many run is the pool's.
     assert!(done.try_recv().is_err(), "no job done twice or invented");
     s.shutdown(PATIENCE);
 }
