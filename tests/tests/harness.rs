@@ -760,7 +760,7 @@ fn a_completion_of_the_wrong_type_is_an_error_at_the_yield() {
     t.step_with([testing::completion(Tag(1), 1_i64)]);
     assert_eq!(
         t.result::<String>(),
-        "completion holds a `i64`, not the command's output type `u32`"
+        "completion holds an `i64`, not the command's output type `u32`"
     );
 }
 
@@ -774,7 +774,7 @@ fn harness_failures_say_where_the_process_waits() {
 }
 
 #[test]
-#[should_panic(expected = "cannot complete #1 with a `i32`: its command `Add` outputs a `u32`")]
+#[should_panic(expected = "cannot complete #1 with an `i32`: its command `Add` outputs a `u32`")]
 fn completing_with_another_type_than_the_output_panics_at_complete() {
     let mut t = TestProcess::start(Faulty, "wrong_type", ()).unwrap();
     t.complete(Tag(1), 25);

@@ -6,7 +6,7 @@ use std::fmt;
 
 use crate::payload::{Payload, Returned};
 use crate::pid::Pid;
-use crate::type_name::Short;
+use crate::type_name::{Short, WithArticle};
 
 /// A boxed error that can cross threads.
 pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
@@ -108,10 +108,10 @@ impl fmt::Display for InitError {
                 actual,
             } => write!(
                 f,
-                "entry `{entry}`: argument `{argument}` (position {position}) is a `{}`, \
-                 but its input payload holds a `{}`",
-                Short(expected),
-                Short(actual),
+                "entry `{entry}`: argument `{argument}` (position {position}) is {}, \
+                 but its input payload holds {}",
+                WithArticle(expected),
+                WithArticle(actual),
             ),
             Self::Failed(e) => write!(f, "init failed: {e}"),
         }
@@ -381,8 +381,8 @@ impl fmt::Display for SendError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "cannot send a `{}` to {}: {} (the message is returned in this error)",
-            Short(self.payload.type_name()),
+            "cannot send {} to {}: {} (the message is returned in this error)",
+            WithArticle(self.payload.type_name()),
             self.to,
             why(self.kind)
         )
@@ -545,8 +545,8 @@ impl fmt::Display for SendNamedError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "cannot send a `{}` to the name `{}`: ",
-            Short(self.payload.type_name()),
+            "cannot send {} to the name `{}`: ",
+            WithArticle(self.payload.type_name()),
             self.name
         )?;
         match self.kind {
@@ -662,8 +662,8 @@ impl fmt::Display for TimedSendError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "cannot send a `{}` to {} later: ",
-            Short(self.payload.type_name()),
+            "cannot send {} to {} later: ",
+            WithArticle(self.payload.type_name()),
             self.to
         )?;
         match (self.kind, &self.source) {
@@ -815,8 +815,8 @@ impl fmt::Display for YieldError {
             Self::Cancelled => f.write_str("cancelled: the process is asked to stop"),
             Self::WrongOutputType { expected, actual } => write!(
                 f,
-                "completion holds a `{}`, not the command's output type `{}`",
-                Short(actual),
+                "completion holds {}, not the command's output type `{}`",
+                WithArticle(actual),
                 Short(expected)
             ),
         }

@@ -10,7 +10,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of, MaybeUninit};
 
-use crate::type_name::Short;
+use crate::type_name::{Short, WithArticle};
 
 /// An owned, `Send`, dynamically typed value.
 ///
@@ -458,8 +458,8 @@ impl fmt::Display for PayloadTypeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "payload holds a `{}`, not the `{}` that was asked for",
-            Short(self.actual()),
+            "payload holds {}, not the `{}` that was asked for",
+            WithArticle(self.actual()),
             Short(self.expected)
         )
     }

@@ -114,7 +114,7 @@ use crate::process::{
 };
 use crate::runtime::cell::NewProcess;
 use crate::runtime::{Down, Exit, MonitorRef};
-use crate::type_name::Short;
+use crate::type_name::{Short, WithArticle};
 // Calls (see the calls block below).
 use crate::command::{Call, CallAnswer};
 use crate::runtime::calls::{self, Answer, CallSlot};
@@ -817,10 +817,10 @@ impl TestProcess {
         match payload.downcast::<T>() {
             Ok(v) => v,
             Err(e) => panic!(
-                "the result of {} is a `{}`, not a `{}`",
+                "the result of {} is {}, not {}",
                 self.pid,
-                Short(e.actual()),
-                Short(e.expected())
+                WithArticle(e.actual()),
+                WithArticle(e.expected())
             ),
         }
     }
@@ -1053,10 +1053,10 @@ impl TestProcess {
                 && expected.type_id != TypeId::of::<Payload>()
             {
                 panic!(
-                    "cannot complete {tag} with a `{}`: its command `{}` outputs a `{}`",
-                    Short(output.type_name()),
+                    "cannot complete {tag} with {}: its command `{}` outputs {}",
+                    WithArticle(output.type_name()),
                     Short(command),
-                    Short((expected.type_name)()),
+                    WithArticle((expected.type_name)()),
                 );
             }
         }
@@ -1417,12 +1417,11 @@ impl TestProcess {
             Err(call) => {
                 let (request, reply) = call.type_names();
                 panic!(
-                    "the call tagged {tag:?} asks with a `{}` for a `{}`, not with a `{}` for \
-                     a `{}`",
-                    Short(request),
-                    Short(reply),
-                    Short(std::any::type_name::<Q>()),
-                    Short(std::any::type_name::<R>())
+                    "the call tagged {tag:?} asks with {} for {}, not with {} for {}",
+                    WithArticle(request),
+                    WithArticle(reply),
+                    WithArticle(std::any::type_name::<Q>()),
+                    WithArticle(std::any::type_name::<R>())
                 )
             }
         }

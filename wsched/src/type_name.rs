@@ -50,6 +50,30 @@ pub(crate) fn short(name: &str) -> String {
     out
 }
 
+/// A type name in a sentence, shortened, with its article: ``a `u32` ``,
+/// ``an `i32` ``, ``an `Option<String>` ``. By the name's first sound, as read
+/// aloud: a vowel (and `f32`/`f64`, "eff"), but not a `u` read "you" (`u64`,
+/// `usize`, `User`, `Uuid`).
+#[derive(Clone, Copy)]
+pub(crate) struct WithArticle<'a>(pub(crate) &'a str);
+
+impl fmt::Display for WithArticle<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let short = short(self.0);
+        let word = short.trim_start_matches(['{', '[']);
+        let mut chars = word.chars();
+        let first = chars.next();
+        let second = chars.next();
+        let vowel = match first {
+            Some('a' | 'e' | 'i' | 'o' | 'A' | 'E' | 'I' | 'O') => true,
+            Some('f') => second.is_some_and(|c| c.is_ascii_digit()),
+            Some('U') => !matches!(second, Some('s' | 'u' | 'n')),
+            _ => false,
+        };
+        write!(f, "{} `{short}`", if vowel { "an" } else { "a" })
+    }
+}
+
 /// `count` and `noun`, the noun in the plural unless `count` is 1: `1 step`,
 /// `2 steps`. For nouns whose plural adds an `s`.
 pub(crate) fn plural(count: u64, noun: &str) -> String {
@@ -58,6 +82,22 @@ pub(crate) fn plural(count: u64, noun: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn articles_follow_the_first_sound() {
+        let a = |name| super::WithArticle(name).to_string();
+        assert_eq!(a("i32"), "an `i32`");
+        assert_eq!(a("u32"), "a `u32`");
+        assert_eq!(a("f64"), "an `f64`");
+        assert_eq!(a("alloc::string::String"), "a `String`");
+        assert_eq!(a("core::option::Option<u8>"), "an `Option<u8>`");
+        assert_eq!(a("{integer}"), "an `{integer}`");
+        assert_eq!(a("&str"), "a `&str`");
+        assert_eq!(a("my::Update"), "an `Update`");
+        assert_eq!(a("my::User"), "a `User`");
+        assert_eq!(a("()"), "a `()`");
+        assert_eq!(a("(i32, i32)"), "a `(i32, i32)`");
+    }
+
     use super::{plural, short};
 
     #[test]

@@ -70,7 +70,8 @@ macro_rules! yield_cmd {
         ::core::compile_error!(
             "`yield_cmd!` can only be used in the body of an #[entry] or #[suspend] method \
              of an impl block marked #[wsched::process] (not in a closure, an async block or \
-             a nested fn there)"
+             a nested fn there); to suspend in a helper, make it a #[suspend] method of that \
+             impl and `.await` it from the entry"
         )
     };
 }
@@ -123,7 +124,8 @@ macro_rules! yield_all {
         ::core::compile_error!(
             "`yield_all!` can only be used in the body of an #[entry] or #[suspend] method \
              of an impl block marked #[wsched::process] (not in a closure, an async block or \
-             a nested fn there)"
+             a nested fn there); to suspend in a helper, make it a #[suspend] method of that \
+             impl and `.await` it from the entry"
         )
     };
 }
@@ -255,7 +257,8 @@ macro_rules! recv {
         ::core::compile_error!(
             "`recv!` can only be used in the body of an #[entry] or #[suspend] method \
              of an impl block marked #[wsched::process] (not in a closure, an async block or \
-             a nested fn there)"
+             a nested fn there); to suspend in a helper, make it a #[suspend] method of that \
+             impl and `.await` it from the entry"
         )
     };
 }
@@ -338,7 +341,8 @@ macro_rules! call {
         ::core::compile_error!(
             "`call!` can only be used in the body of an #[entry] or #[suspend] method \
              of an impl block marked #[wsched::process] (not in a closure, an async block or \
-             a nested fn there)"
+             a nested fn there); to suspend in a helper, make it a #[suspend] method of that \
+             impl and `.await` it from the entry"
         )
     };
 }

@@ -98,7 +98,7 @@ where
 /// What a `recv!` or `call!` timeout must be: a [`Duration`](std::time::Duration).
 /// A trait rather than a parameter of type `Duration`, for the message.
 #[diagnostic::on_unimplemented(
-    message = "a timeout is a `std::time::Duration`, not a `{Self}`",
+    message = "a timeout is a `std::time::Duration`; this is `{Self}`",
     label = "expected a `Duration`",
     note = "write e.g. `timeout = Duration::from_millis(5)` (`use std::time::Duration;`)"
 )]
