@@ -3,6 +3,13 @@
 
 use proc_macro::TokenStream;
 
+// | file | concern |
+// |---|---|
+// | `model.rs` | parse and check the impl block: entries, `#[suspend]` helpers, errors |
+// | `body.rs` | lower method bodies: the suspension macros, and where they cannot work |
+// | `recv_arms.rs` | `recv!` with arms: parse, check, expand |
+// | `expand.rs` | the generated `IntoProcess` impl and entry dispatch |
+// Expansions name only `::wsched::__private` and `::wsched`'s public items.
 mod body;
 mod expand;
 mod model;

@@ -194,6 +194,19 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+// | file | concern |
+// |---|---|
+// | `mod.rs` | the rules (above), `Supervisor`, its errors, `SupervisorHandle` and the published view |
+// | `spec.rs` | child specs: how a child starts, its restart kind and shutdown timeout |
+// | `strategy.rs` | strategies and the restart intensity |
+// | `process.rs` | the supervisor as a process: starting, restarting, ordered shutdown |
+// | `dynamic.rs` | children started, terminated, restarted and deleted at run time |
+// | `pool.rs` | worker pools: the job queue and its requests |
+//
+// Layer: a user of the runtime, as any process is. It uses only the public face
+// (`Context`, `Handle`, links, monitors, calls, `SpawnOptions`) and the crate's
+// vocabulary (`Pid`, `Payload`, errors); nothing below it names it, except
+// `Context::spawn_supervised`, the one hook that marks its children for shutdown.
 mod dynamic;
 mod pool;
 mod process;
