@@ -8,7 +8,7 @@
 
 use std::cell::RefCell;
 
-use crate::runtime::queue::local;
+use crate::engine::queue::local;
 
 /// Slots in each worker's ring.
 pub const LOCAL_QUEUE_CAPACITY: usize = local::LOCAL_QUEUE_CAPACITY;

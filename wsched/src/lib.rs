@@ -162,17 +162,19 @@
 extern crate self as wsched;
 
 pub mod command;
-mod context;
+mod engine;
 mod entry_name;
 mod error;
 mod exit;
 mod fast_hash;
+mod observe;
 mod payload;
 mod pid;
-mod process;
 mod runtime;
+mod services;
 mod spin_lock;
 pub mod supervisor;
+mod time;
 mod type_name;
 // The switch exports the whole toolbox; each build uses part of it.
 #[allow(unused_imports, dead_code)]
@@ -198,7 +200,7 @@ pub mod recorder {
 /// [`Handle::top`](crate::Handle::top) and
 /// [`Handle::top_window`](crate::Handle::top_window).
 pub mod top {
-    pub use crate::runtime::top::{rank, rank_window, TopBy, TopError, WindowEntry};
+    pub use crate::observe::top::{rank, rank_window, TopBy, TopError, WindowEntry};
 }
 // The benchmark suite's view of crate-private structures (see the file).
 #[cfg(all(feature = "bench-internals", not(loom)))]
@@ -207,11 +209,15 @@ pub mod top {
 pub mod __bench;
 #[doc(inline)]
 pub use __private::{prelude, this, RecvError};
-pub use process::IntoProcess;
+pub use engine::process::IntoProcess;
 pub use wsched_macros::process;
 
 pub use command::{Command, TimerRef};
-pub use context::Context;
+pub use engine::context::Context;
+pub use engine::process::{
+    Completion, Event, Events, Message, Process, Status, StepOutput, SuspendKind, SuspendPoint,
+    Tag, Yield,
+};
 pub use error::{
     BoxError, BuildError, CancelError, InitError, JoinError, Phase, ProcessError, RegisterError,
     SendError, SendErrorKind, SendNamedError, SendNamedErrorKind, SpawnError, StepError,
@@ -220,10 +226,6 @@ pub use error::{
 pub use exit::ExitReason;
 pub use payload::{IntoPayloads, Payload, PayloadTypeError, Payloads, PayloadsIntoIter};
 pub use pid::Pid;
-pub use process::{
-    Completion, Event, Events, Message, Process, Status, StepOutput, SuspendKind, SuspendPoint,
-    Tag, Yield,
-};
 pub use runtime::{
     Builder, CallError, DeadLetter, DeadLetterReason, Down, Exit, FailureReport, Handle, Histogram,
     Inbox, InboxError, LongStep, MailboxInfo, MessageCount, Metrics, Monitor, MonitorRef, Overflow,

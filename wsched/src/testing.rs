@@ -98,9 +98,13 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::command::timed::{Repeat, TimedState};
 use crate::command::{Command, Spawn, TimerRef};
-use crate::context::{Backend, Context};
+use crate::engine::cell::NewProcess;
+use crate::engine::context::{Backend, Context};
+use crate::engine::process::{
+    init_process, panic_message, Completion, Event, Events, IntoProcess, Message, Process, Status,
+    StepOutput, SuspendPoint, Tag, Yield,
+};
 use crate::error::{
     CancelError, InitError, Phase, ProcessError, RegisterError, SendError, SendErrorKind,
     SendNamedError, SendNamedErrorKind, SpawnError, StepError, TimedSendError, YieldError,
@@ -108,17 +112,13 @@ use crate::error::{
 use crate::exit::ExitReason;
 use crate::payload::{IntoPayloads, OutputType, Payload};
 use crate::pid::Pid;
-use crate::process::{
-    init_process, panic_message, Completion, Event, Events, IntoProcess, Message, Process, Status,
-    StepOutput, SuspendPoint, Tag, Yield,
-};
-use crate::runtime::cell::NewProcess;
 use crate::runtime::{Down, Exit, MonitorRef};
+use crate::time::timed::{Repeat, TimedState};
 use crate::type_name::{Short, WithArticle};
 // Calls (see the calls block below).
 use crate::command::{Call, CallAnswer};
-use crate::runtime::calls::{self, Answer, CallSlot};
 use crate::runtime::Request;
+use crate::services::calls::{self, Answer, CallSlot};
 
 // Kills, and playing the ends of linked and monitored processes (supervision).
 mod ends;

@@ -7,14 +7,14 @@ use std::time::Duration;
 
 use super::completer::Completer;
 use super::handler::{Placement, Registration};
-use super::timer::Timer;
 use crate::command::{Call, Command};
+use crate::engine::cell::{NewProcess, ResultWaiter, StashedProcess};
+use crate::engine::process::IntoProcess;
 use crate::error::JoinError;
 use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
-use crate::process::IntoProcess;
-use crate::runtime::cell::{NewProcess, ResultWaiter, StashedProcess};
 use crate::runtime::SpawnOptions;
+use crate::time::timer::Timer;
 
 /// Completes with `()` after `duration` (to about a millisecond, never early).
 ///
@@ -116,14 +116,16 @@ impl Command for Join {
 }
 
 /// The scheduler's own handlers for the built-in commands.
-pub(crate) fn registrations(timers: std::sync::Arc<super::timer::Timers>) -> Vec<Registration> {
+pub(crate) fn registrations(
+    timers: std::sync::Arc<crate::time::timer::Timers>,
+) -> Vec<Registration> {
     vec![
         {
             let timers = timers.clone();
             Registration::new(
                 Placement::Worker,
                 move |call: Call, done: Completer<Call>| {
-                    crate::runtime::calls::handle_call(&timers, call, done);
+                    crate::services::calls::handle_call(&timers, call, done);
                 },
             )
             .builtin()
@@ -166,11 +168,11 @@ pub(crate) fn registrations(timers: std::sync::Arc<super::timer::Timers>) -> Vec
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::command::timer::Spawner;
-    use crate::context::Context;
+    use crate::engine::context::Context;
+    use crate::engine::process::{Events, Process, Status, StepOutput, Tag};
     use crate::error::{InitError, StepError};
     use crate::payload::Payloads;
-    use crate::process::{Events, Process, Status, StepOutput, Tag};
+    use crate::time::timer::Spawner;
     use crate::{Event, Scheduler};
 
     /// Sleeps a millisecond and finishes with what the completion said.

@@ -5,11 +5,11 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use crate::command::Command;
+use crate::engine::cell::{CellRef, RefStock};
+use crate::engine::process::{Completion, Event, Tag};
 use crate::error::{BoxError, YieldError};
 use crate::payload::Payload;
 use crate::pid::Pid;
-use crate::process::{Completion, Event, Tag};
-use crate::runtime::cell::{CellRef, RefStock};
 use crate::runtime::{drop_quietly, Handle};
 
 /// Completes one yielded command of type `C`, from any thread, now or later.

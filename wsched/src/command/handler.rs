@@ -7,11 +7,11 @@ use std::collections::HashMap;
 use super::blocking::BlockingPool;
 use super::completer::{catch_panics, Completer, RawCompleter};
 use crate::command::Command;
+use crate::engine::cell::CellRef;
+use crate::engine::process::{Tag, Yield};
 use crate::error::{BuildError, YieldError};
 use crate::fast_hash::FastHash;
 use crate::payload::Payload;
-use crate::process::{Tag, Yield};
-use crate::runtime::cell::CellRef;
 use std::sync::Arc;
 
 /// Takes the command (a `C`) out of the payload where the step wrote it, makes the

@@ -66,16 +66,14 @@ pub trait Command: Send + 'static {
 }
 
 pub(crate) mod blocking;
-mod builtin;
-mod completer;
+pub(crate) mod builtin;
+pub(crate) mod completer;
 pub(crate) mod handler;
-pub(crate) mod timed;
-pub(crate) mod timer;
 
-pub use crate::runtime::calls::{Call, CallAnswer};
+pub use crate::services::calls::{Call, CallAnswer};
+pub use crate::time::timed::TimerRef;
 pub(crate) use builtin::registrations as builtin_registrations;
 pub use builtin::{Join, Sleep, Spawn};
 pub(crate) use completer::dispatch_direct;
 pub use completer::Completer;
 pub(crate) use completer::RawCompleter;
-pub use timed::TimerRef;

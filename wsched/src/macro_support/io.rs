@@ -41,12 +41,12 @@ use std::ptr;
 use std::task::{Context as TaskCx, RawWaker, RawWakerVTable, Waker};
 
 use crate::command::Command;
-use crate::context::Context;
-use crate::error::YieldError;
-use crate::payload::Payload;
-use crate::process::{
+use crate::engine::context::Context;
+use crate::engine::process::{
     Completion, Event, InPlace, Message, Status, StepOutput, SuspendKind, SuspendPoint, Tag,
 };
+use crate::error::YieldError;
+use crate::payload::Payload;
 use crate::runtime::DropOwed;
 
 /// Where one yielded tag stands.

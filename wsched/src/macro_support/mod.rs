@@ -17,10 +17,10 @@ use std::mem;
 use std::pin::Pin;
 use std::task::{Context as TaskCx, Poll};
 
-use crate::context::Context;
+use crate::engine::context::Context;
+use crate::engine::process::{Events, Process, Status, StepOutput};
 use crate::error::{BoxError, InitError, StepError};
 use crate::payload::{Payload, Payloads};
-use crate::process::{Events, Process, Status, StepOutput};
 
 pub(crate) mod io;
 mod macros;

@@ -5,11 +5,11 @@
 //! [`this`](crate::this) module, and the types their results are made of.
 
 pub use crate::command::{Command, Join, Sleep, Spawn, TimerRef};
+pub use crate::engine::process::{Message, Tag};
 pub use crate::error::{BoxError, SendError, SpawnError, YieldError};
 pub use crate::exit::ExitReason;
 pub use crate::payload::Payload;
 pub use crate::pid::Pid;
-pub use crate::process::{Message, Tag};
 pub use crate::runtime::{CallError, Down, Exit, MonitorRef, Reply, Request};
 pub use crate::runtime::{Overflow, SpawnOptions};
 pub use crate::{call, process, recv, this, yield_all, yield_cmd, RecvError};

@@ -30,10 +30,10 @@ use std::time::Duration;
 
 use super::io::{self, Io};
 use crate::command::{Call, CallAnswer, Command, Sleep};
+use crate::engine::process::{Message, StepOutput, SuspendKind, SuspendPoint, Tag};
 use crate::error::YieldError;
 use crate::payload::{Meta, Payload};
 use crate::pid::Pid;
-use crate::process::{Message, StepOutput, SuspendKind, SuspendPoint, Tag};
 use crate::runtime::CallError;
 
 #[inline]

@@ -88,13 +88,13 @@
 
 use super::io;
 use crate::command::TimerRef;
-use crate::context::Context;
+use crate::engine::context::Context;
+use crate::engine::process::IntoProcess;
 use crate::error::{
     CancelError, RegisterError, SendError, SendNamedError, SpawnError, TimedSendError,
 };
 use crate::payload::IntoPayloads;
 use crate::pid::Pid;
-use crate::process::IntoProcess;
 use crate::runtime::{MonitorRef, SpawnOptions};
 use std::any::Any;
 use std::time::Duration;

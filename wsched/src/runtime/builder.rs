@@ -3,22 +3,22 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::dead_letters::{DeadLetter, DeadLetterHook, DeadLetters};
-use super::queue::inject::GLOBAL_BATCH;
-use super::queue::local;
-use super::recorder::{RecordOptions, Recorder};
 use super::scheduler::{Handle, Scheduler};
-use super::shared::{Shared, SharedParts, Task};
-use super::timing::{LongStepHook, Timing, TimingOptions};
-use super::unobserved::{FailureHook, FailureReport, UnobservedFailures};
-use super::worker;
 use crate::command::blocking::BlockingPool;
 use crate::command::handler::{Handlers, Placement, Registration};
-#[cfg(test)]
-use crate::command::timer::Clock;
-use crate::command::timer::Timers;
 use crate::command::{builtin_registrations, Command, Completer};
+use crate::engine::queue::inject::GLOBAL_BATCH;
+use crate::engine::queue::local;
+use crate::engine::shared::{Shared, SharedParts, Task};
+use crate::engine::worker;
 use crate::error::BuildError;
+use crate::observe::recorder::{RecordOptions, Recorder};
+use crate::observe::timing::{LongStepHook, Timing, TimingOptions};
+use crate::services::dead_letters::{DeadLetter, DeadLetterHook, DeadLetters};
+use crate::services::unobserved::{FailureHook, FailureReport, UnobservedFailures};
+#[cfg(test)]
+use crate::time::timer::Clock;
+use crate::time::timer::Timers;
 
 /// Configures a [`Scheduler`]: workers, handlers, pools.
 ///

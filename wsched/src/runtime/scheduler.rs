@@ -8,22 +8,22 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::builder::Builder;
-use super::cell::NewProcess;
-use super::metrics::{Metrics, ProcessInfo};
-use super::monitors::Monitor;
-use super::recorder::Recording;
-use super::shared::Shared;
-use super::spawn_options::SpawnOptions;
-use crate::command::timed::{self, Repeat};
 use crate::command::TimerRef;
+use crate::engine::cell::NewProcess;
+use crate::engine::process::IntoProcess;
+use crate::engine::shared::Shared;
+use crate::engine::spawn_options::SpawnOptions;
 use crate::error::{
     BuildError, CancelError, JoinError, RegisterError, SendError, SendNamedError, SpawnError,
     TimedSendError,
 };
+use crate::observe::metrics::{Metrics, ProcessInfo};
+use crate::observe::recorder::Recording;
 use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
-use crate::process::IntoProcess;
+use crate::services::monitors::Monitor;
 use crate::sync::thread::JoinHandle;
+use crate::time::timed::{self, Repeat};
 
 /// Runs processes on a pool of work-stealing worker threads.
 ///
@@ -348,7 +348,7 @@ impl Scheduler {
     /// outside, or drop the scheduler there (dropping is allowed anywhere).
     pub fn shutdown(&self, timeout: Duration) -> ShutdownReport {
         assert!(
-            !super::worker::is_worker_of(&self.handle.shared),
+            !crate::engine::worker::is_worker_of(&self.handle.shared),
             "wsched: Scheduler::shutdown was called from inside one of its own processes \
              (or a handler on its worker), which would wait for itself to end; call it \
              from outside the scheduler, or drop the Scheduler instead (a drop inside \
@@ -379,7 +379,7 @@ impl Scheduler {
         shared.release();
         // Its workers' spare cell memory went to the depot: give it back now that
         // they are gone (other schedulers' workers refill it as they need).
-        super::cell::give_back_spare_blocks();
+        crate::engine::cell::give_back_spare_blocks();
         let metrics_after = shared.metrics();
         let ended = |m: &Metrics| m.finished + m.failed;
         let finished = ended(&metrics_after) - ended(&metrics_before);
@@ -401,8 +401,8 @@ impl Drop for Scheduler {
     /// wait for that process to end, so it hands the shutdown to a new thread and
     /// returns at once.
     fn drop(&mut self) {
-        if super::worker::is_worker_of(&self.handle.shared)
-            || super::shared::ending_a_process_here()
+        if crate::engine::worker::is_worker_of(&self.handle.shared)
+            || crate::engine::shared::ending_a_process_here()
         {
             let orphan = Scheduler {
                 handle: self.handle.clone(),
@@ -476,7 +476,7 @@ impl Handle {
     /// # Errors
     /// [`SpawnError::ShuttingDown`] after shutdown began.
     pub fn inbox(&self) -> Result<crate::Inbox, SpawnError> {
-        crate::runtime::inbox::Inbox::new(self)
+        crate::services::inbox::Inbox::new(self)
     }
 
     /// Like [`spawn`](Self::spawn), but the result is dropped when the process
@@ -736,7 +736,7 @@ impl Handle {
         request: Q,
         timeout: Duration,
     ) -> Result<R, crate::CallError<Q>> {
-        super::calls::call(&self.shared, pid, request, timeout)
+        crate::services::calls::call(&self.shared, pid, request, timeout)
     }
 
     /// Monitors `pid` from outside: the returned [`Monitor`] receives exactly one

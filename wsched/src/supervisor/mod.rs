@@ -219,7 +219,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::context::Context;
+use crate::engine::context::Context;
 use crate::exit::ExitReason;
 use crate::pid::Pid;
 use crate::runtime::Handle;

@@ -12,12 +12,12 @@ use std::time::Duration;
 
 use super::spec::ChildSpec;
 use crate::command::TimerRef;
-use crate::context::Context;
+use crate::engine::context::Context;
+use crate::engine::process::{Event, Events, Message, Process, Status, StepOutput};
 use crate::error::{InitError, SpawnError, StepError, YieldError};
 use crate::exit::ExitReason;
 use crate::payload::Payloads;
 use crate::pid::Pid;
-use crate::process::{Event, Events, Message, Process, Status, StepOutput};
 use crate::runtime::{Down, Exit, MonitorRef, Reply, Request};
 
 use super::dynamic::{

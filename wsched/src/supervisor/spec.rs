@@ -4,12 +4,12 @@ use std::fmt;
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
-use crate::context::Context;
+use crate::engine::context::Context;
+use crate::engine::process::{panic_message, IntoProcess};
 use crate::error::SpawnError;
 use crate::exit::ExitReason;
 use crate::payload::IntoPayloads;
 use crate::pid::Pid;
-use crate::process::{panic_message, IntoProcess};
 use crate::runtime::SpawnOptions;
 
 use std::sync::Arc;

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::thread;
 
-use crate::runtime::cell::block_cache::{enable, keep_via, kept, take_via, Depot};
+use crate::engine::cell::block_cache::{enable, keep_via, kept, take_via, Depot};
 
 const WORKERS: usize = 4;
 const ROUNDS: usize = 2_000;

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::Relaxed, Or
 use std::sync::Arc;
 use std::thread;
 
-use crate::runtime::queue::lifo::LifoSlot;
+use crate::engine::queue::lifo::LifoSlot;
 
 const TASKS: usize = 1_000_000;
 const THIEVES: usize = 3;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 
-use crate::runtime::queue::local::{
+use crate::engine::queue::local::{
     local_starting_at, Local, Overflow, Steal, LOCAL_QUEUE_CAPACITY,
 };
 

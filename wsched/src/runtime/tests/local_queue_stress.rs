@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed, Ordering::Se
 use std::sync::{Arc, Mutex};
 use std::thread;
 
-use crate::runtime::queue::local::{local, Local, Overflow, Steal, LOCAL_QUEUE_CAPACITY};
+use crate::engine::queue::local::{local, Local, Overflow, Steal, LOCAL_QUEUE_CAPACITY};
 
 const ITEMS: u32 = 2_000_000;
 const THIEVES: usize = 3;

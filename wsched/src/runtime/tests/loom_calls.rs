@@ -18,14 +18,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::command::{Call, CallAnswer};
-use crate::context::Context;
+use crate::engine::context::Context;
+use crate::engine::process::{Event, Events, Process, Status, StepOutput, Tag};
 use crate::error::{InitError, StepError};
 use crate::exit::ExitReason;
 use crate::payload::{Payload, Payloads};
 use crate::pid::Pid;
-use crate::process::{Event, Events, Process, Status, StepOutput, Tag};
-use crate::runtime::calls::{Answer, CallSlot};
 use crate::runtime::{CallError, Reply, Request};
+use crate::services::calls::{Answer, CallSlot};
 use crate::sync::{Condvar, Mutex};
 use crate::Scheduler;
 

@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::engine::process::{Event, Events, Process, Status, StepOutput};
 use crate::error::{InitError, StepError};
 use crate::payload::{Payload, Payloads};
-use crate::process::{Event, Events, Process, Status, StepOutput};
 use crate::{Context, Scheduler};
 
 /// Finishes on its first step with a `&str` message, counting the `u32`s it read.

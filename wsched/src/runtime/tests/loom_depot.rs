@@ -10,7 +10,7 @@
 use std::alloc::Layout;
 use std::ptr::NonNull;
 
-use crate::runtime::cell::block_cache::{enable, keep_via, take_via, Depot};
+use crate::engine::cell::block_cache::{enable, keep_via, take_via, Depot};
 use crate::sync::Arc;
 
 fn layout() -> Layout {

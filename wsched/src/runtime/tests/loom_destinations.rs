@@ -13,10 +13,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::engine::process::{Events, Process, Status, StepOutput};
 use crate::error::{InitError, SendErrorKind, StepError};
 use crate::payload::{Payload, Payloads};
 use crate::pid::Pid;
-use crate::process::{Events, Process, Status, StepOutput};
 use crate::runtime::tests::UntilMessage;
 use crate::{Context, Scheduler};
 

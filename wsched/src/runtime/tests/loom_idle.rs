@@ -2,8 +2,8 @@
 //! A lost wake-up leaves a worker parked with work queued and nobody awake: loom
 //! reports that as a deadlock.
 
-use crate::runtime::idle::{Idle, Unregister};
-use crate::runtime::queue::inject::Inject;
+use crate::engine::idle::{Idle, Unregister};
+use crate::engine::queue::inject::Inject;
 use crate::sync::{Arc, AtomicBool, AtomicUsize, Ordering};
 
 const WORKERS: usize = 2;

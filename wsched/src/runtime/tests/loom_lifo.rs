@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::runtime::queue::lifo::LifoSlot;
+use crate::engine::queue::lifo::LifoSlot;
 use crate::sync::{AtomicUsize, Ordering};
 
 /// Counts its drops, so a task dropped twice or never shows.

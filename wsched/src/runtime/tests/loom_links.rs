@@ -10,10 +10,10 @@
 
 use std::time::Duration;
 
+use crate::engine::process::{Event, Events, Process, Status, StepOutput};
 use crate::error::{InitError, StepError};
 use crate::exit::ExitReason;
 use crate::payload::{Payload, Payloads};
-use crate::process::{Event, Events, Process, Status, StepOutput};
 use crate::runtime::tests::UntilMessage;
 use crate::runtime::Exit;
 use crate::{Context, Scheduler};

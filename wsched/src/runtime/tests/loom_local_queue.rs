@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 
 use loom::thread;
 
-use crate::runtime::queue::local::{
+use crate::engine::queue::local::{
     local, local_starting_at, Local, Overflow, Steal, LOCAL_QUEUE_CAPACITY,
 };
 

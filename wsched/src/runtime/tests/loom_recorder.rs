@@ -2,7 +2,7 @@
 //! taken while its writer writes (or amends) returns only intact events, consecutive,
 //! never a slot half overwritten, and once the writer is done, exactly what it kept.
 
-use crate::runtime::recorder::ring::{Copied, Ring};
+use crate::observe::recorder::ring::{Copied, Ring};
 use crate::sync::{thread, Arc};
 
 /// Event `i` is `[i, check(i)]`: a torn slot mixes two events and fails the check.

@@ -11,11 +11,11 @@ use std::sync::{Arc as StdArc, Mutex as StdMutex};
 use std::time::Duration;
 
 use crate::command::Completer;
+use crate::engine::cell::{ProcessCell, ResultWaiter};
+use crate::engine::process::{Event, Events, Process, Status, StepOutput, Tag};
 use crate::error::{InitError, SpawnError, StepError, YieldError};
 use crate::payload::{Payload, Payloads};
 use crate::pid::Pid;
-use crate::process::{Event, Events, Process, Status, StepOutput, Tag};
-use crate::runtime::cell::{ProcessCell, ResultWaiter};
 use crate::sync::{Arc, AtomicUsize, Ordering};
 use crate::{Command, Context, Scheduler};
 

@@ -24,12 +24,12 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use crate::engine::process::{Completion, Event, Events, Process, Status, StepOutput, Tag};
+use crate::engine::state::{ProcessState, Suspend};
+use crate::engine::worker::run_task;
 use crate::error::{InitError, StepError};
 use crate::payload::{Payload, Payloads};
 use crate::pid::Pid;
-use crate::process::{Completion, Event, Events, Process, Status, StepOutput, Tag};
-use crate::runtime::state::{ProcessState, Suspend};
-use crate::runtime::worker::run_task;
 use crate::spin_lock::spin_mailboxes;
 use crate::{Context, Handle, Scheduler};
 

@@ -8,11 +8,11 @@
 
 use std::time::Duration;
 
-use crate::command::timed::{self, Repeat};
-use crate::command::timer::Clock;
+use crate::engine::process::{Event, Events, Process, Status, StepOutput};
 use crate::error::{InitError, StepError};
 use crate::payload::{Payload, Payloads};
-use crate::process::{Event, Events, Process, Status, StepOutput};
+use crate::time::timed::{self, Repeat};
+use crate::time::timer::Clock;
 use crate::{Context, Scheduler};
 
 /// Counts its `()` messages; finishes with the count on a `&str` message.

@@ -11,9 +11,9 @@
 
 use std::time::Duration;
 
-use crate::command::timer::{Clock, TimerItem, TimerList, Timers};
-use crate::process::Tag;
+use crate::engine::process::Tag;
 use crate::sync::{Arc, Condvar, Mutex};
+use crate::time::timer::{Clock, TimerItem, TimerList, Timers};
 
 /// The tags of the probes fired, in firing order.
 #[derive(Default)]

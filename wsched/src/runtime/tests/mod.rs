@@ -50,10 +50,10 @@ mod timers_stress;
 /// A process that does nothing: for tests that need a cell and no behaviour.
 pub(crate) struct Inert;
 
-impl crate::process::Process for Inert {
+impl crate::engine::process::Process for Inert {
     fn init(
         &mut self,
-        _: crate::context::Context,
+        _: crate::engine::context::Context,
         _: &str,
         _: crate::payload::Payloads,
     ) -> Result<(), crate::error::InitError> {
@@ -62,8 +62,8 @@ impl crate::process::Process for Inert {
 
     fn step(
         &mut self,
-        _: crate::process::Events<'_>,
-        _: &mut crate::process::StepOutput,
+        _: crate::engine::process::Events<'_>,
+        _: &mut crate::engine::process::StepOutput,
     ) -> Result<(), crate::error::StepError> {
         Ok(())
     }
@@ -75,10 +75,10 @@ impl crate::process::Process for Inert {
 pub(crate) struct UntilMessage;
 
 #[cfg(loom)]
-impl crate::process::Process for UntilMessage {
+impl crate::engine::process::Process for UntilMessage {
     fn init(
         &mut self,
-        _: crate::context::Context,
+        _: crate::engine::context::Context,
         _: &str,
         _: crate::payload::Payloads,
     ) -> Result<(), crate::error::InitError> {
@@ -87,10 +87,10 @@ impl crate::process::Process for UntilMessage {
 
     fn step(
         &mut self,
-        events: crate::process::Events<'_>,
-        out: &mut crate::process::StepOutput,
+        events: crate::engine::process::Events<'_>,
+        out: &mut crate::engine::process::StepOutput,
     ) -> Result<(), crate::error::StepError> {
-        use crate::process::{Event, Status};
+        use crate::engine::process::{Event, Status};
         let woken = events
             .into_iter()
             .any(|e| matches!(e, Event::Message(_) | Event::Cancel));

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::runtime::recorder::ring::{Ring, REFUSED};
+use crate::observe::recorder::ring::{Ring, REFUSED};
 
 fn check(i: u64) -> u64 {
     i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5555

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::command::timer::{TimerItem, TimerList, Timers};
-use crate::process::Tag;
+use crate::engine::process::Tag;
+use crate::time::timer::{TimerItem, TimerList, Timers};
 
 const THREADS: usize = 4;
 const TIMERS_EACH: usize = 4_000;

@@ -1,0 +1,31 @@
+//! The engine: what a process is, and the machinery that runs processes.
+//!
+//! May use: the crate root's vocabulary (`pid`, `payload`, `exit`, `error`, `sync` …).
+//!
+//! | file | concern |
+//! |---|---|
+//! | `process.rs` | the [`Process`](crate::Process) trait and what a step takes and gives |
+//! | `context.rs` | a process's [`Context`](crate::Context) |
+//! | `shared.rs` | state shared by all workers: spawning, sending, scheduling, ending |
+//! | `worker.rs` | the worker loop: find work, step, dispatch |
+//! | `cell/` | one process, in one allocation: its body, mailbox and result slot; the recycling of cells' memory |
+//! | `state.rs` | the process state machine (one atomic word) |
+//! | `bounded.rs` | bounded mailboxes: a capacity on messages, and what a full one does |
+//! | `spawn_options.rs` | how a process is spawned: its mailbox, whether its result is kept |
+//! | `registry.rs` | the PID table (a slab indexed by PID) |
+//! | `queue/` | the per-worker deque, the LIFO slot and the global injection queue |
+//! | `idle.rs` | spinning, parking and waking workers |
+//! | `live.rs` | the live-process count, per worker, that shutdown waits on |
+
+pub(crate) mod bounded;
+pub(crate) mod cell;
+pub(crate) mod context;
+pub(crate) mod idle;
+pub(crate) mod live;
+pub(crate) mod process;
+pub(crate) mod queue;
+pub(crate) mod registry;
+pub(crate) mod shared;
+pub(crate) mod spawn_options;
+pub(crate) mod state;
+pub(crate) mod worker;

@@ -1,0 +1,464 @@
+//! The PID table: which processes exist, for routing messages and claiming results.
+//!
+//! A slab, not a hash map: a PID names its slot, so finding a process is an index,
+//! and a freed slot is reused by the next spawn (its memory is warm, and the table
+//! stays as large as the peak number of processes, not the number ever spawned).
+//! Sharded so that spawns, sends and finishes on different workers rarely meet on a
+//! lock. A cell stays in the table from spawn until its result is handed out (to a
+//! join or wait) or, for detached processes, until it finishes.
+//!
+//! # PIDs
+//!
+//! A PID's low 32 bits are its slot's number plus one (slot `n` is entry `n /
+//! SHARDS` of shard `n % SHARDS`); its high 32 bits are the slot's generation, which
+//! grows each time the slot is freed. So a PID names one process only, ever: a slot
+//! whose generation would wrap is retired instead of reused. The first process of
+//! each slot has generation 0, so the PIDs of a fresh scheduler are small numbers.
+//! Whether a PID was ever issued is known from its slot alone (the slot exists and
+//! its generation has reached the PID's), which tells "finished" from "no such
+//! process" in send errors.
+
+use crate::engine::cell::{CellRef, ThinCell};
+use crate::engine::worker::Caller;
+use crate::pid::Pid;
+
+use crossbeam_utils::CachePadded;
+
+use crate::sync::{AtomicUsize, Ordering, RwLock, UnsafeCell};
+
+const SHARDS: usize = 64;
+
+/// Slots each shard has room for from the start, so that a scheduler running fewer
+/// than `SHARDS * INITIAL_SLOTS` processes never grows its table.
+const INITIAL_SLOTS: usize = 16;
+
+/// PIDs a worker keeps from the processes it ended, for its next spawns (see
+/// [`Registry::free`]).
+const SPARE_PIDS: usize = 32;
+
+/// One process's place in the table.
+struct Slot {
+    /// The generation of the PID this slot was last issued under.
+    generation: u32,
+    /// Whether a PID of this generation is issued and not yet freed (its process is
+    /// being initialised, or is in `cell`).
+    taken: bool,
+    /// Freed under the last generation: never issued again.
+    retired: bool,
+    /// One word, not an `Arc`'s two: the table holds one per process.
+    cell: Option<ThinCell>,
+}
+
+#[derive(Default)]
+struct Shard {
+    slots: Vec<Slot>,
+    /// Free slots, the most recently freed last (reused first: warm memory).
+    free: Vec<u32>,
+}
+
+pub(crate) struct Registry {
+    /// Padded: neighbouring shards on one cache line would make workers touching
+    /// different processes contend anyway. Reader-writer locks: lookups (every send)
+    /// share a shard, so many senders to one process (replies converging on a
+    /// coordinator) never wait for each other; spawns and ends write.
+    shards: Box<[CachePadded<RwLock<Shard>>]>,
+    /// Where the next spawn takes a slot, one cursor per worker and a last one for
+    /// other threads: a hint that spreads spawns over the shards. Worker `w` of `n`
+    /// takes slots in shards `w`, `w + n`, `w + 2n`, … only, so workers spawning at
+    /// once do not write the same shard's lock and slots. Updated without a locked
+    /// instruction (two threads reading the same value share a shard, harmless).
+    cursors: Box<[CachePadded<AtomicUsize>]>,
+    /// Per worker, PIDs it freed and kept for its next spawns: each one's slot stays
+    /// taken, with no cell, under the PID's (new) generation, so handing one out
+    /// takes no lock. Worker `w`'s list is touched only on worker `w`'s thread (only
+    /// it is `Caller::Worker(w)`), so it needs none either.
+    spare: Box<[CachePadded<UnsafeCell<Vec<Pid>>>]>,
+}
+
+// SAFETY: `spare[w]` is reached only by the thread of worker `w` (see the field);
+// everything else is behind locks or atomics.
+unsafe impl Sync for Registry {}
+
+/// Where a PID's slot is.
+struct Place {
+    shard: usize,
+    index: usize,
+    generation: u32,
+}
+
+impl Place {
+    fn of(pid: Pid) -> Self {
+        let raw = pid.as_u64();
+        let slot = (raw as u32).wrapping_sub(1) as usize;
+        Self {
+            shard: slot % SHARDS,
+            index: slot / SHARDS,
+            generation: (raw >> 32) as u32,
+        }
+    }
+
+    fn pid(shard: usize, index: usize, generation: u32) -> Pid {
+        let slot = index * SHARDS + shard;
+        Pid::from_raw((u64::from(generation) << 32) | (slot as u64 + 1))
+    }
+}
+
+impl Shard {
+    fn new() -> Self {
+        Self {
+            slots: Vec::with_capacity(INITIAL_SLOTS),
+            free: Vec::with_capacity(INITIAL_SLOTS),
+        }
+    }
+}
+
+impl Registry {
+    /// A table for a scheduler of `workers` workers.
+    pub(crate) fn new(workers: usize) -> Self {
+        Self {
+            shards: (0..SHARDS)
+                .map(|_| CachePadded::new(RwLock::new(Shard::new())))
+                .collect(),
+            cursors: (0..=workers).map(|_| Default::default()).collect(),
+            spare: (0..workers)
+                .map(|_| CachePadded::new(UnsafeCell::new(Vec::with_capacity(SPARE_PIDS))))
+                .collect(),
+        }
+    }
+
+    fn shard(&self, place: &Place) -> &RwLock<Shard> {
+        &self.shards[place.shard]
+    }
+
+    /// Issues a PID for a process about to be initialised: its slot is taken, but
+    /// lookups find nothing there until [`publish`](Self::publish). Every issued PID
+    /// is then published or [`release`](Self::release)d.
+    ///
+    /// # Panics
+    /// If the table is full (2³² − 1 slots, billions of live processes).
+    pub(crate) fn reserve(&self, caller: Caller) -> Pid {
+        if let Caller::Worker(index) = caller {
+            // SAFETY: only worker `index`'s thread is this caller (see `spare`).
+            if let Some(pid) = self.spare[index].with_mut(|spare| unsafe { (*spare).pop() }) {
+                return pid;
+            }
+        }
+        let workers = self.cursors.len() - 1;
+        let (cursor, stride, first) = match caller {
+            Caller::Worker(index) => (&self.cursors[index], workers, index),
+            Caller::Outside => (&self.cursors[workers], 1, 0),
+        };
+        let next = cursor.load(Ordering::Relaxed);
+        cursor.store(next.wrapping_add(1), Ordering::Relaxed);
+        let shard_index = next.wrapping_mul(stride).wrapping_add(first) % SHARDS;
+        let mut shard = self.shards[shard_index].write();
+        let index = match shard.free.pop() {
+            Some(index) => index as usize,
+            None => {
+                let index = shard.slots.len();
+                assert!(
+                    (index * SHARDS + shard_index) < u32::MAX as usize,
+                    "the PID table is full: over four billion live processes"
+                );
+                shard.slots.push(Slot {
+                    generation: 0,
+                    taken: false,
+                    retired: false,
+                    cell: None,
+                });
+                index
+            }
+        };
+        let slot = &mut shard.slots[index];
+        debug_assert!(!slot.taken && slot.cell.is_none());
+        slot.taken = true;
+        Place::pid(shard_index, index, slot.generation)
+    }
+
+    /// Makes the process reachable under its PID (issued by [`reserve`](Self::reserve)).
+    pub(crate) fn publish(&self, cell: CellRef) {
+        let place = Place::of(cell.pid());
+        let mut shard = self.shard(&place).write();
+        let slot = &mut shard.slots[place.index];
+        debug_assert!(slot.taken && slot.generation == place.generation && slot.cell.is_none());
+        slot.cell = Some(ThinCell::new(cell));
+    }
+
+    /// Frees the slot of a PID that was reserved but never published (its `init`
+    /// failed), or whose process is done.
+    pub(crate) fn release(&self, pid: Pid, caller: Caller) {
+        drop(self.free(pid, caller));
+    }
+
+    /// Frees `pid`'s slot; returns the cell it held. A worker keeps the slot, under
+    /// its next generation, for one of its next spawns (up to [`SPARE_PIDS`]): that
+    /// spawn then takes no lock to reserve it, one shard write lock fewer per
+    /// process. The kept PID counts as issued ([`issued`](Self::issued)), which is
+    /// only seen by a PID made up from its number.
+    fn free(&self, pid: Pid, caller: Caller) -> Option<CellRef> {
+        let place = Place::of(pid);
+        let mut guard = self.shard(&place).write();
+        let shard = &mut *guard;
+        let slot = shard.slots.get_mut(place.index)?;
+        if !slot.taken || slot.generation != place.generation {
+            return None;
+        }
+        let cell = slot.cell.take().map(ThinCell::into_cell);
+        // A slot whose generation would wrap is retired: its PIDs stay unique.
+        let Some(next) = slot.generation.checked_add(1) else {
+            slot.taken = false;
+            slot.retired = true;
+            return cell;
+        };
+        slot.generation = next;
+        let spare = match caller {
+            // SAFETY: only worker `index`'s thread is this caller (see `spare`).
+            Caller::Worker(index) => self.spare[index].with_mut(|spare| unsafe {
+                let spare = &mut *spare;
+                (spare.len() < SPARE_PIDS)
+                    .then(|| spare.push(Place::pid(place.shard, place.index, next)))
+            }),
+            Caller::Outside => None,
+        };
+        if spare.is_none() {
+            slot.taken = false;
+            shard.free.push(place.index as u32);
+        }
+        cell
+    }
+
+    pub(crate) fn get(&self, pid: Pid) -> Option<CellRef> {
+        self.with(pid, CellRef::clone)
+    }
+
+    /// Runs `f` on `pid`'s cell under its shard's lock, sparing the reference-count
+    /// traffic of [`get`](Self::get) on the hot path of sends. `f` must be short and
+    /// must not touch the registry.
+    pub(crate) fn with<R>(&self, pid: Pid, f: impl FnOnce(&CellRef) -> R) -> Option<R> {
+        let place = Place::of(pid);
+        let shard = self.shard(&place).read();
+        let slot = shard.slots.get(place.index)?;
+        if slot.generation != place.generation {
+            return None;
+        }
+        slot.cell.as_ref().map(|cell| cell.with(f))
+    }
+
+    /// Whether `pid` was ever issued by this table.
+    pub(crate) fn issued(&self, pid: Pid) -> bool {
+        let place = Place::of(pid);
+        let shard = self.shard(&place).read();
+        shard.slots.get(place.index).is_some_and(|slot| {
+            place.generation < slot.generation
+                || (place.generation == slot.generation && (slot.taken || slot.retired))
+        })
+    }
+
+    /// Forgets `pid`'s process (its result was handed out, or nobody will claim it).
+    pub(crate) fn remove(&self, pid: Pid, caller: Caller) {
+        // Dropped outside the lock: the cell's last reference may go here.
+        let removed = self.free(pid, caller);
+        drop(removed);
+    }
+
+    /// Every cell in the table, shard by shard (not an atomic snapshot).
+    pub(crate) fn cells(&self) -> Vec<CellRef> {
+        let mut all = Vec::new();
+        for shard in self.shards.iter() {
+            all.extend(
+                shard
+                    .read()
+                    .slots
+                    .iter()
+                    .filter_map(|s| s.cell.as_ref().map(|cell| cell.with(CellRef::clone))),
+            );
+        }
+        all
+    }
+
+    /// Forgets every cell (the scheduler is gone).
+    pub(crate) fn clear(&self) {
+        for shard in self.shards.iter() {
+            let removed = std::mem::take(&mut *shard.write());
+            drop(removed);
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::engine::cell::ProcessCell;
+    use crate::runtime::tests::Inert;
+
+    fn cell(pid: Pid) -> CellRef {
+        ProcessCell::ready(pid, None, "run", false, Inert)
+    }
+
+    #[test]
+    fn pids_of_a_fresh_table_are_small_and_a_freed_slot_gets_a_new_generation() {
+        let table = Registry::new(1);
+        let first: Vec<Pid> = (0..3).map(|_| table.reserve(Caller::Outside)).collect();
+        assert_eq!(
+            first,
+            [1, 2, 3].map(Pid::from_raw),
+            "one thread spawning in turn walks the shards"
+        );
+        for &pid in &first {
+            table.publish(cell(pid));
+        }
+        assert_eq!(table.get(first[1]).map(|c| c.pid()), Some(first[1]));
+        table.remove(first[1], Caller::Outside);
+        assert!(table.get(first[1]).is_none());
+        assert!(table.issued(first[1]), "a freed PID was issued");
+
+        // Walk the cursor round to shard 1 again: the freed slot comes back under
+        // generation 1, so the old PID still names nothing.
+        let mut reused = None;
+        for _ in 0..SHARDS {
+            let pid = table.reserve(Caller::Outside);
+            if pid.as_u64() as u32 == 2 {
+                reused = Some(pid);
+            } else {
+                table.release(pid, Caller::Outside);
+            }
+        }
+        let reused = reused.expect("the freed slot is reused");
+        assert_eq!(reused.as_u64(), (1 << 32) | 2);
+        assert!(table.get(first[1]).is_none(), "the old PID names nothing");
+        assert!(table.get(reused).is_none(), "reserved, not published");
+        assert!(table.issued(reused));
+        table.publish(cell(reused));
+        assert_eq!(table.get(reused).map(|c| c.pid()), Some(reused));
+        table.remove(first[1], Caller::Outside);
+        assert!(table.get(reused).is_some(), "a stale PID frees nothing");
+    }
+
+    #[test]
+    fn each_worker_takes_slots_in_its_own_shards_only() {
+        let table = Registry::new(2);
+        let shard_of = |pid: Pid| Place::of(pid).shard;
+        let worker_0: Vec<usize> = (0..2 * SHARDS)
+            .map(|_| shard_of(table.reserve(Caller::Worker(0))))
+            .collect();
+        let worker_1: Vec<usize> = (0..2 * SHARDS)
+            .map(|_| shard_of(table.reserve(Caller::Worker(1))))
+            .collect();
+        assert!(worker_0.iter().all(|shard| shard % 2 == 0), "{worker_0:?}");
+        assert!(worker_1.iter().all(|shard| shard % 2 == 1), "{worker_1:?}");
+        // Yet each worker spreads its spawns over all of its shards.
+        assert_eq!(
+            worker_0[..SHARDS / 2],
+            (0..SHARDS).step_by(2).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            worker_1[..SHARDS / 2],
+            (1..SHARDS).step_by(2).collect::<Vec<_>>()
+        );
+        // Other threads use every shard.
+        let outside: Vec<usize> = (0..SHARDS)
+            .map(|_| shard_of(table.reserve(Caller::Outside)))
+            .collect();
+        assert_eq!(outside, (0..SHARDS).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn unissued_pids_are_told_apart_from_finished_ones() {
+        let table = Registry::new(1);
+        assert!(
+            !table.issued(Pid::from_raw(1)),
+            "an empty table issued nothing"
+        );
+        let pid = table.reserve(Caller::Outside);
+        assert!(table.issued(pid));
+        assert!(
+            !table.issued(Pid::from_raw(pid.as_u64() + (1 << 32))),
+            "a future generation"
+        );
+        assert!(!table.issued(Pid::from_raw(1_000_000)), "a slot never made");
+        assert!(!table.issued(Pid::UNSPAWNED));
+        table.release(pid, Caller::Outside);
+        assert!(table.issued(pid), "released after being issued");
+    }
+
+    #[test]
+    fn a_slot_is_two_words_and_holds_its_cell_until_freed() {
+        assert_eq!(std::mem::size_of::<Slot>(), 16);
+        let table = Registry::new(1);
+        let pid = table.reserve(Caller::Outside);
+        let first = cell(pid);
+        table.publish(first.clone());
+        assert_eq!(CellRef::count(&first), 2, "the table holds one count");
+        let got = table.get(pid).expect("published");
+        assert!(CellRef::ptr_eq(&got, &first));
+        assert_eq!(CellRef::count(&first), 3);
+        drop(got);
+        assert_eq!(table.cells().len(), 1);
+        table.remove(pid, Caller::Outside);
+        assert_eq!(CellRef::count(&first), 1, "freeing gives the count back");
+        let again = cell(table.reserve(Caller::Outside));
+        table.publish(again.clone());
+        table.clear();
+        assert_eq!(CellRef::count(&again), 1, "clearing gives it back too");
+    }
+
+    #[test]
+    fn a_slot_whose_generation_would_wrap_is_retired() {
+        let table = Registry::new(1);
+        let pid = table.reserve(Caller::Outside);
+        table.shards[0].write().slots[0].generation = u32::MAX;
+        let last = Pid::from_raw((u64::from(u32::MAX) << 32) | pid.as_u64());
+        table.release(last, Caller::Outside);
+        assert!(table.shards[0].read().free.is_empty(), "not reused");
+        assert!(table.issued(last));
+    }
+
+    #[test]
+    fn a_worker_keeps_the_pids_it_frees_for_its_next_spawns() {
+        let table = Registry::new(1);
+        let worker = Caller::Worker(0);
+        let first = table.reserve(worker);
+        table.publish(cell(first));
+        table.remove(first, worker);
+        assert!(table.get(first).is_none(), "gone");
+        assert!(table.issued(first));
+        let place = Place::of(first);
+        assert!(
+            table.shards[place.shard].read().free.is_empty(),
+            "kept by the worker, not in the shard's free list"
+        );
+        let next = table.reserve(worker);
+        assert_eq!(
+            (next.as_u64() as u32, next.as_u64() >> 32),
+            (first.as_u64() as u32, 1),
+            "the same slot under its next generation"
+        );
+        assert!(table.get(next).is_none(), "reserved, not published");
+        table.publish(cell(next));
+        assert_eq!(table.get(next).map(|c| c.pid()), Some(next));
+        assert!(
+            table.get(first).is_none(),
+            "the old PID still names nothing"
+        );
+
+        // The worker keeps a bounded number; the rest go back to their shards, and
+        // other threads never keep any.
+        let pids: Vec<Pid> = (0..SPARE_PIDS + 2).map(|_| table.reserve(worker)).collect();
+        for &pid in &pids {
+            table.release(pid, worker);
+        }
+        let outside = table.reserve(Caller::Outside);
+        table.release(outside, Caller::Outside);
+        let in_free_lists: usize = table.shards.iter().map(|s| s.read().free.len()).sum();
+        assert_eq!(
+            in_free_lists, 3,
+            "two over the bound, and the outside thread's"
+        );
+        let reused: Vec<Pid> = (0..SPARE_PIDS).map(|_| table.reserve(worker)).collect();
+        assert!(
+            reused.iter().all(|pid| pid.as_u64() >> 32 == 1),
+            "each kept PID is a freed slot's next generation"
+        );
+        table.remove(next, worker);
+    }
+}

@@ -1,0 +1,1033 @@
+//! The worker loop: find work, step it, dispatch its yields, park when idle.
+//!
+//! Work is found in this order (DESIGN.md, layer 3):
+//!
+//! 1. every 61st round, the global queue first, so it cannot starve;
+//! 2. the LIFO slot: the process most recently woken by this worker (cache-warm; a
+//!    ping-pong pair runs back to back), at most [`MAX_LIFO_STREAK`] times in a row;
+//!    see `queue/lifo.rs`;
+//! 3. the worker's own deque;
+//! 4. the global queue, taking a batch into the deque;
+//! 5. stealing half of another worker's deque, victims visited in a random order
+//!    that reaches each once (a random start and a random stride coprime with the
+//!    number of workers, as Go does);
+//! 6. stealing another worker's LIFO slot, but only from a worker that has been in
+//!    the same step for a grace period ([`LIFO_STEAL_GRACE`]): a short step is about
+//!    to end and its worker runs the woken process itself, cache-warm; a long step
+//!    must not strand it while this worker idles.
+//!
+//! Finding nothing, the worker spins (rounds 1–3), yields its thread (4–15), then
+//! parks (16 on) through the handshake in `idle.rs`. While another worker is awake
+//! (or its LIFO slot is occupied) it parks with a timeout instead, to come back and
+//! look (see "Watching LIFO slots" in `idle.rs`): filling an empty LIFO slot from
+//! inside a step then wakes nobody, where a wake-up per message cost a system call
+//! and kept a second core busy finding nothing in every ping-pong.
+//!
+//! A worker thread also keeps what makes its processes' operations cheaper without
+//! sharing anything: the scheduler handles of cells it destroyed, for the cells it
+//! makes ([`lend_handle`]), and the cells of the processes its steps send to often,
+//! so that a send skips the PID table's lock ([`with_destination`]). When a step
+//! leaves its process waiting, the worker's reference to the cell stays with the
+//! process (see "The waiting reference" in `state.rs`).
+//!
+//! A worker survives anything the code it runs does: user code runs under
+//! `catch_unwind`, user values are dropped with `drop_quietly`, and as a last line of
+//! defence a panic escaping a step's bookkeeping is caught here and ends only the
+//! process being stepped (reclaimed through its orphan mark, see `state.rs`).
+
+use std::cell::RefCell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::rc::Rc;
+use std::time::Duration;
+
+use crate::command::dispatch_direct;
+use crate::engine::cell::{Owned, RefStock};
+use crate::engine::idle::Unregister;
+use crate::engine::process::{Event, Events, Status, StepOutput};
+use crate::engine::queue::lifo::LifoSlot;
+use crate::engine::queue::local::Local;
+use crate::engine::shared::{Shared, Task};
+use crate::engine::state::Suspend;
+use crate::error::{Phase, ProcessError, StepError};
+use crate::observe::trace;
+use crate::pid::Pid;
+use crate::runtime::Handle;
+use crate::runtime::{drop_all_quietly, drop_quietly, panic_message};
+use crate::sync::{spin_loop, thread};
+
+/// How often the global queue is checked first (Go's figure).
+const GLOBAL_CHECK_INTERVAL: u32 = 61;
+/// How many times in a row a process whose yields were completed at once is stepped
+/// again without going back to a queue (tokio gives a task a budget of 128 units).
+const RESTEP_BUDGET: u32 = 32;
+/// How many times in a row the LIFO slot may be used before its process goes to the
+/// back of the deque, so two processes waking each other cannot starve the rest.
+const MAX_LIFO_STREAK: u8 = 3;
+/// Idle rounds spent spinning, then yielding the thread, before parking (fewer under
+/// loom, whose models explore every one of them).
+#[cfg(not(loom))]
+const SPIN_ROUNDS: u32 = 4;
+#[cfg(not(loom))]
+const YIELD_ROUNDS: u32 = 16;
+#[cfg(loom)]
+const SPIN_ROUNDS: u32 = 1;
+#[cfg(loom)]
+const YIELD_ROUNDS: u32 = 2;
+/// How long a worker that watches other workers' LIFO slots sleeps at first, and at
+/// most: it doubles the timeout each time it wakes to find nothing (Go's `sysmon`
+/// backs off from 20 µs to 10 ms the same way), and starts over once it runs a
+/// process. So a process stranded behind a long step waits at most a few
+/// milliseconds, and a busy scheduler's watcher wakes a few hundred times a second.
+const WATCH_FIRST: Duration = Duration::from_micros(50);
+const WATCH_MAX: Duration = Duration::from_millis(5);
+/// How long (in spin-loop hints, a few microseconds) a thief watches a victim's step
+/// counter before it may take the victim's LIFO slot: Go waits ~3 µs before taking a
+/// running P's `runnext`. Ping-pong steps take well under that.
+#[cfg(not(loom))]
+pub(crate) const LIFO_STEAL_GRACE: u32 = 2_000;
+#[cfg(loom)]
+pub(crate) const LIFO_STEAL_GRACE: u32 = 1;
+/// How many spins of the grace period pass between two looks at the victim.
+#[cfg(not(loom))]
+const LIFO_WATCH_EVERY: u32 = 50;
+#[cfg(loom)]
+const LIFO_WATCH_EVERY: u32 = 1;
+
+/// The worker's private state, reachable from its thread-local so that processes
+/// woken or spawned on this thread go to this worker's queues.
+struct Core {
+    index: usize,
+    local: Local<Task>,
+    lifo_streak: u8,
+    /// With step timing on: whether the process in the LIFO slot was woken into it
+    /// by a step of this worker, and that for the process `find_task` just took
+    /// from the slot (see `timing.rs`).
+    lifo_woken: bool,
+    taken_woken: bool,
+    tick: u32,
+    searching: bool,
+    rng: FastRand,
+    /// The strides that visit every victim once (computed once: searching runs
+    /// often, and this was a fresh `Vec` per search).
+    strides: Box<[usize]>,
+}
+
+struct Current {
+    shared: *const Shared,
+    /// The worker's index, readable while `core` is borrowed.
+    index: usize,
+    core: Rc<RefCell<Core>>,
+    /// Handles of this scheduler that destroyed cells held, kept for new cells (see
+    /// [`lend_handle`]).
+    handles: RefCell<Vec<Handle>>,
+    /// The processes this worker's steps send to (see [`with_destination`]).
+    destinations: RefCell<Destinations>,
+}
+
+/// Entries in a worker's [`Destinations`].
+const DESTINATIONS: usize = 64;
+
+/// The processes a worker's steps sent to lately, by PID (direct-mapped), so that a
+/// send finds its destination's cell without the PID table's shard lock. That lock
+/// cost two locked instructions a send, a tenth of a ping-pong round trip, and when
+/// many processes reply to one (fan-in) both workers wrote its shard's line.
+///
+/// An entry holds a cell (a reference) only from the second send in a row to its
+/// PID, as the entry sees them: a process sent to once costs no reference count,
+/// and sends spread over more processes than there are entries (a ring of a
+/// thousand) do not churn the held cells. A held cell's PID is its for ever (PIDs
+/// are never reused), so an entry needs no invalidation: a send to a process that has
+/// ended finds its mailbox closed, as through the table. What an entry holds after
+/// its process ended is a cell's memory (the process itself was dropped when it
+/// ended), until another PID takes the entry or the worker exits.
+struct Destinations {
+    entries: Box<[Destination; DESTINATIONS]>,
+}
+
+#[derive(Default)]
+struct Destination {
+    /// The PID of the last send through this entry that did not find its cell here.
+    seen: Option<Pid>,
+    held: Option<(Pid, Task)>,
+}
+
+impl Destinations {
+    fn new() -> Self {
+        Self {
+            entries: Box::new(std::array::from_fn(|_| Destination::default())),
+        }
+    }
+
+    /// The entry for `pid`: the top bits of a Fibonacci hash of the whole PID. Its
+    /// low bits alone would not do: processes in one shard of the PID table share
+    /// them, and a process and the one it spawned often are in one shard.
+    #[inline]
+    fn entry_of(pid: Pid) -> usize {
+        const SHIFT: u32 = u64::BITS - DESTINATIONS.trailing_zeros();
+        (pid.as_u64().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> SHIFT) as usize
+    }
+}
+
+/// Runs `f` on the cell of `pid`, if the PID table has it: through this worker's
+/// [`Destinations`] on a worker of `shared`, else under the table's shard lock. `f`
+/// must be short and must not send.
+#[inline]
+pub(crate) fn with_destination<R>(
+    shared: &Shared,
+    pid: Pid,
+    f: impl FnOnce(&Task) -> R,
+) -> Option<R> {
+    let mut f = Some(f);
+    // `try_with`: a send may come from another thread-local's destructor, after
+    // this one is gone; that thread is no worker.
+    let cached = CURRENT.try_with(|current| {
+        let current = current.try_borrow().ok()?;
+        let current = current.as_ref()?;
+        if !std::ptr::eq(current.shared, shared) {
+            return None;
+        }
+        let mut destinations = current.destinations.try_borrow_mut().ok()?;
+        let entry = &mut destinations.entries[Destinations::entry_of(pid)];
+        let f = f.take().expect("taken once");
+        if let Some((held, cell)) = &entry.held {
+            if *held == pid {
+                return Some(Some(f(cell)));
+            }
+        }
+        if entry.seen != Some(pid) {
+            entry.seen = Some(pid);
+            return Some(shared.with_cell(pid, f));
+        }
+        // The second send in a row: hold the cell.
+        let Some(cell) = shared.cell_of(pid) else {
+            return Some(None);
+        };
+        let result = f(&cell);
+        entry.seen = None;
+        let old = entry.held.replace((pid, cell));
+        drop(destinations);
+        // Dropped outside the borrow: it may be a cell's last reference.
+        drop(old);
+        Some(Some(result))
+    });
+    match cached {
+        Ok(Some(result)) => result,
+        Ok(None) | Err(_) => shared.with_cell(pid, f.take()?),
+    }
+}
+
+/// Handles a worker keeps for the cells it makes.
+const KEPT_HANDLES: usize = 64;
+
+/// A handle to `handle`'s scheduler for a new cell: one this worker kept from a cell
+/// it destroyed, or a clone. A clone is a locked increment of the scheduler's
+/// reference count (and the cell's end a locked decrement) on a line every worker
+/// writes; a worker that spawns and ends processes reuses the counts instead. Every
+/// kept handle is a real count: a cell that moves to another thread owns its own.
+pub(crate) fn lend_handle(handle: &Handle) -> Handle {
+    let kept = CURRENT.try_with(|current| {
+        let current = current.try_borrow().ok()?;
+        let current = current.as_ref()?;
+        if !std::ptr::eq(current.shared, handle.shared()) {
+            return None;
+        }
+        let popped = current.handles.try_borrow_mut().ok()?.pop();
+        popped
+    });
+    kept.ok().flatten().unwrap_or_else(|| handle.clone())
+}
+
+/// Takes back the handle of a cell that was destroyed: kept for [`lend_handle`] on
+/// a worker of its scheduler (up to [`KEPT_HANDLES`]), dropped elsewhere.
+pub(crate) fn keep_handle(handle: Handle) {
+    let mut handle = Some(handle);
+    // `try_with` and `try_borrow`: a cell may be destroyed while this thread's
+    // worker state is being set up or torn down.
+    let _ = CURRENT.try_with(|current| {
+        let Ok(current) = current.try_borrow() else {
+            return;
+        };
+        let Some(current) = current.as_ref() else {
+            return;
+        };
+        let Some(kept) = handle.as_ref() else {
+            return;
+        };
+        if !std::ptr::eq(current.shared, kept.shared()) {
+            return;
+        }
+        let Ok(mut handles) = current.handles.try_borrow_mut() else {
+            return;
+        };
+        if handles.len() < KEPT_HANDLES {
+            handles.extend(handle.take());
+        }
+    });
+    drop(handle);
+}
+
+/// Which thread is calling into the scheduler: one of its workers (by index), or any
+/// other thread. Per-worker state (counts written without locked instructions, the
+/// worker's own shards of the PID table) is chosen by it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Caller {
+    /// Worker `n` of this scheduler: only that worker's thread is this caller.
+    Worker(usize),
+    /// A thread that is not one of this scheduler's workers.
+    Outside,
+}
+
+/// Who is calling into `shared`. A thread whose thread-local is gone (a call from
+/// another thread-local's destructor) is outside: workers never get there.
+#[inline]
+pub(crate) fn caller(shared: &Shared) -> Caller {
+    CURRENT
+        .try_with(|current| match &*current.borrow() {
+            Some(current) if std::ptr::eq(current.shared, shared) => Caller::Worker(current.index),
+            _ => Caller::Outside,
+        })
+        .unwrap_or(Caller::Outside)
+}
+
+#[cfg(not(loom))]
+thread_local! {
+    static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
+}
+// loom runs its threads on one OS thread: thread-locals must be its own.
+#[cfg(loom)]
+loom::thread_local! {
+    static CURRENT: RefCell<Option<Current>> = RefCell::new(None);
+}
+
+/// Whether the calling thread is a worker of any scheduler (and not in its
+/// thread-locals' destructors).
+pub(crate) fn on_a_worker() -> bool {
+    CURRENT
+        .try_with(|current| current.try_borrow().map_or(true, |c| c.is_some()))
+        .unwrap_or(false)
+}
+
+/// Whether the calling thread is one of `shared`'s workers.
+pub(crate) fn is_worker_of(shared: &Shared) -> bool {
+    caller(shared) != Caller::Outside
+}
+
+/// Runs `f` with this thread's worker core if the thread is one of `shared`'s
+/// workers and the core is not borrowed (it never is while a process runs).
+fn with_core<R>(shared: &Shared, f: impl FnOnce(&mut Core) -> R) -> Option<R> {
+    CURRENT
+        .try_with(|current| {
+            let current = current.borrow();
+            let current = current.as_ref()?;
+            if !std::ptr::eq(current.shared, shared) {
+                return None;
+            }
+            let mut core = current.core.try_borrow_mut().ok()?;
+            Some(f(&mut core))
+        })
+        .ok()
+        .flatten()
+}
+
+/// Queues a newly spawned process: into this worker's LIFO slot if spawned by one
+/// of `shared`'s workers, else on the global queue. Like Go's new goroutines, the
+/// child runs next, where its spawner just wrote its cell and arguments (a
+/// spawner's earlier child moves from the slot to the back of the deque, so a burst
+/// of spawns keeps its order but the last); other workers may still take it.
+pub(crate) fn schedule_new(shared: &Shared, task: Task) {
+    schedule(shared, task, Placement::Lifo);
+}
+
+/// Queues a process woken by an event: into this worker's LIFO slot when woken from
+/// one of `shared`'s workers (it likely shares this cache), else the global queue.
+/// The waker's step may go on for long, so other workers may have to take it: see
+/// the module docs.
+pub(crate) fn schedule_woken(shared: &Shared, task: Task) {
+    schedule(shared, task, Placement::Lifo);
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    /// Woken by another process's step: run next here, unless the step runs long.
+    Lifo,
+    /// Woken during its own step (e.g. a handler completed at once): this worker
+    /// runs it right away, nobody else needs to know.
+    LifoAfterStep,
+    Back,
+}
+
+fn schedule(shared: &Shared, task: Task, placement: Placement) {
+    let mut task = Some(task);
+    let pushed = with_core(shared, |core| {
+        let task = task.take().expect("taken once");
+        if let Some(r) = &shared.recorder {
+            r.runnable(core.index, task.pid());
+        }
+        if shared.timing.is_some() {
+            // Its own step again, or not into the slot: nothing to measure.
+            core.lifo_woken = placement == Placement::Lifo;
+        }
+        match placement {
+            Placement::Lifo | Placement::LifoAfterStep => {
+                if let Some(previous) = shared.lifo(core.index).put(task) {
+                    core.push_back(shared, previous);
+                    return Pushed::Deque;
+                }
+                if placement == Placement::Lifo {
+                    Pushed::LifoDuringStep
+                } else {
+                    Pushed::LifoAfterStep
+                }
+            }
+            Placement::Back => {
+                core.push_back(shared, task);
+                Pushed::Deque
+            }
+        }
+    });
+    match (pushed, task) {
+        // Work others may take was added: maybe wake one.
+        (Some(Pushed::Deque), _) => {
+            shared.idle.notify_one();
+        }
+        // Only the LIFO slot changed, during a step that may run long: wake a worker
+        // only if none will look at the slot (see "Watching LIFO slots" in idle.rs).
+        (Some(Pushed::LifoDuringStep), _) => {
+            shared.idle.notify_lifo_filled();
+        }
+        // Only the LIFO slot changed, at the end of a step: this worker runs it next.
+        (Some(Pushed::LifoAfterStep), _) => {}
+        (None, Some(task)) => {
+            if let Some(r) = &shared.recorder {
+                r.runnable_outside(task.pid());
+            }
+            shared.inject.push_remote(task);
+            shared.idle.notify_one();
+        }
+        (None, None) => unreachable!("the closure did not run, so it did not take the task"),
+    }
+}
+
+/// Where `schedule` put a process.
+enum Pushed {
+    /// Into the deque (perhaps moving the LIFO slot's previous process there).
+    Deque,
+    /// Into the empty LIFO slot, from inside another process's step.
+    LifoDuringStep,
+    /// Into the empty LIFO slot, at the end of the step of the process itself.
+    LifoAfterStep,
+}
+
+/// The body of worker thread `index`.
+pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
+    let shared: &Shared = handle.shared();
+    let core = Rc::new(RefCell::new(Core {
+        index,
+        local,
+        lifo_streak: 0,
+        lifo_woken: false,
+        taken_woken: false,
+        tick: 0,
+        searching: false,
+        rng: FastRand::new(index as u64),
+        strides: coprimes(shared.stealers.len()).into_boxed_slice(),
+    }));
+    crate::engine::cell::keep_blocks_on_this_thread();
+    CURRENT.with(|current| {
+        *current.borrow_mut() = Some(Current {
+            shared,
+            index,
+            core: core.clone(),
+            handles: RefCell::new(Vec::with_capacity(KEPT_HANDLES)),
+            destinations: RefCell::new(Destinations::new()),
+        })
+    });
+
+    let mut events = Vec::new();
+    let mut out = StepOutput::new();
+    let mut idle_rounds = 0u32;
+    // Set when a producer woke this worker from a park, cleared by the next step: a
+    // wake-up that finds nothing to run is counted as a no-op wake when it parks
+    // again.
+    let mut woken = false;
+    shared.counters[index].busy.wake(shared.clock.start());
+    shared.clock.refresh();
+    // The timeout of the next sleep spent watching LIFO slots (see `park`): a local,
+    // as it is reset after every task.
+    let mut watch = WATCH_FIRST;
+    while !shared.is_terminated() {
+        let task = core.borrow_mut().next_task(shared);
+        match task {
+            Some(task) => {
+                idle_rounds = 0;
+                woken = false;
+                watch = WATCH_FIRST;
+                shared.counters[index].steps.add(1);
+                // `run_task` takes the task out only to requeue it (moving the
+                // reference count into the queue instead of cloning it); until then
+                // it is here for `recover`.
+                let mut slot = Some(task);
+                let woken = shared.timing.is_some() && core.borrow().taken_woken;
+                let stepped = catch_unwind(AssertUnwindSafe(|| {
+                    run_task(&handle, index, woken, &mut slot, &mut events, &mut out);
+                }));
+                if let (Err(panic), Some(task)) = (stepped, &slot) {
+                    recover(shared, task, &*panic, &mut events, &mut out);
+                }
+                // Replies dropped while the run unwound answer now that a panic
+                // that ended the process has ended it (see `calls.rs`).
+                crate::services::calls::unwound::settle();
+            }
+            None => {
+                if let (0, Some(r)) = (idle_rounds, &shared.recorder) {
+                    r.idle(shared, index);
+                }
+                idle_rounds += 1;
+                if idle_rounds < SPIN_ROUNDS {
+                    for _ in 0..(1 << idle_rounds) {
+                        spin_loop();
+                    }
+                } else if idle_rounds < YIELD_ROUNDS {
+                    thread::yield_now();
+                } else if park(shared, &core, &mut watch, &mut woken) != Parked::TimedOut {
+                    idle_rounds = 0;
+                } else {
+                    // Back from watching: one search (which takes a stranded LIFO
+                    // process), and if it finds nothing, straight back to sleep.
+                    idle_rounds = YIELD_ROUNDS - 1;
+                }
+            }
+        }
+    }
+
+    crate::services::calls::unwound::settle();
+    // Taken out before it is dropped: dropping it drops the kept handles and may
+    // destroy cells, which look at this thread-local.
+    let current = CURRENT.with(|current| current.borrow_mut().take());
+    drop(current);
+    // All processes have ended before workers are told to exit, so queues hold only
+    // processes shutdown already stopped; drop them outside the thread-local.
+    drop(shared.lifo(index).take());
+    let mut core = core.borrow_mut();
+    while core.local.pop().is_some() {}
+}
+
+/// A panic escaped `run_task` (user code itself runs under `catch_unwind`, so this is
+/// a runtime bug or a user `Drop` the runtime did not guard). The worker goes on; the
+/// process being stepped, if the unwinding left it orphaned, ends with the panic.
+fn recover(
+    shared: &Shared,
+    task: &Task,
+    panic: &(dyn std::any::Any + Send),
+    events: &mut Vec<Event>,
+    out: &mut StepOutput,
+) {
+    // Leftovers of the step are user values too.
+    clear_quietly(events);
+    clear_output_quietly(out);
+    if let Some(owned) = task.reclaim_orphan() {
+        let message = panic_message(panic);
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            shared.finish(
+                owned,
+                Err(ProcessError::Panicked {
+                    phase: Phase::Step,
+                    message,
+                }),
+            );
+        }));
+    }
+}
+
+impl Core {
+    /// Pushes `task` to the back of the deque, counting an overflow into the global
+    /// queue.
+    #[inline]
+    fn push_back(&mut self, shared: &Shared, task: Task) {
+        let moved = self.local.push_back_or_overflow(task, &*shared.inject);
+        if moved > 0 {
+            let counters = &shared.counters[self.index];
+            counters.overflows.add(1);
+            counters.overflowed.add(moved as u64);
+        }
+    }
+
+    fn next_task(&mut self, shared: &Shared) -> Option<Task> {
+        let task = self.find_task(shared);
+        if task.is_some() && self.searching {
+            self.searching = false;
+            // The last searcher found work: wake another to keep looking, in case
+            // more arrived (keeps a burst from being run by one worker alone).
+            if shared.idle.stop_searching() {
+                shared.idle.notify_one();
+            }
+        }
+        task
+    }
+
+    fn find_task(&mut self, shared: &Shared) -> Option<Task> {
+        let counters = &shared.counters[self.index];
+        self.tick = self.tick.wrapping_add(1);
+        if self.tick.is_multiple_of(GLOBAL_CHECK_INTERVAL) {
+            // The same interval suits the coarse clock: no branch of its own.
+            shared.clock.refresh();
+            if let Some(task) = self.pop_global(shared) {
+                return Some(task);
+            }
+        }
+        self.taken_woken = false;
+        if let Some(task) = shared.lifo(self.index).take() {
+            if self.lifo_streak < MAX_LIFO_STREAK {
+                self.lifo_streak += 1;
+                counters.lifo_pops.add(1);
+                self.taken_woken = std::mem::take(&mut self.lifo_woken);
+                return Some(task);
+            }
+            self.push_back(shared, task);
+        }
+        self.lifo_streak = 0;
+        if let Some(task) = self.local.pop() {
+            counters.local_pops.add(1);
+            return Some(task);
+        }
+        if let Some(task) = self.pop_global(shared) {
+            return Some(task);
+        }
+        if !self.searching {
+            self.searching = shared.idle.try_start_searching();
+        }
+        if self.searching {
+            return self.steal(shared);
+        }
+        None
+    }
+
+    fn pop_global(&mut self, shared: &Shared) -> Option<Task> {
+        let (task, _moved) =
+            shared
+                .inject
+                .pop_batch_into(&mut self.local, shared.global_batch, shared.workers)?;
+        shared.counters[self.index].global_pops.add(1);
+        Some(task)
+    }
+
+    fn steal(&mut self, shared: &Shared) -> Option<Task> {
+        let workers = shared.stealers.len();
+        if workers < 2 {
+            return None;
+        }
+        let random = self.rng.next();
+        let start = (random as usize) % workers;
+        let stride = self.strides[((random >> 32) as usize) % self.strides.len()];
+        let counters = &shared.counters[self.index];
+        let mut victim = start;
+        for _ in 0..workers {
+            if victim != self.index {
+                if let Some((task, taken)) =
+                    shared.stealers[victim].steal_half_into_counted(&mut self.local)
+                {
+                    counters.steals.add(1);
+                    counters.stolen.add(taken as u64);
+                    if let Some(r) = &shared.recorder {
+                        r.steal(self.index, victim, taken);
+                    }
+                    trace::steal(self.index, victim, taken, false);
+                    return Some(task);
+                }
+            }
+            victim = (victim + stride) % workers;
+        }
+        // No deque had anything: look for a process stranded in the LIFO slot of a
+        // worker that is stuck in a long step.
+        let mut victim = start;
+        for _ in 0..workers {
+            if victim != self.index {
+                if let Some(task) = steal_lifo(shared, victim) {
+                    counters.steals.add(1);
+                    counters.stolen.add(1);
+                    counters.lifo_steals.add(1);
+                    if let Some(r) = &shared.recorder {
+                        r.steal(self.index, victim, 1);
+                    }
+                    trace::steal(self.index, victim, 1, true);
+                    return Some(task);
+                }
+            }
+            victim = (victim + stride) % workers;
+        }
+        None
+    }
+
+    /// Whether a queue holds work this worker could take now.
+    fn has_work(&self, shared: &Shared) -> bool {
+        self.local.has_tasks()
+            || !shared.inject.is_empty()
+            || shared.stealers.iter().any(|s| !s.is_empty())
+            || shared.lifo(self.index).is_occupied()
+    }
+
+    /// Whether another worker's LIFO slot holds a process: not work to take now
+    /// (its worker runs it when its step ends), but one to watch while asleep.
+    fn lifo_to_watch(&self, shared: &Shared) -> bool {
+        shared
+            .lifos
+            .iter()
+            .enumerate()
+            .any(|(index, slot)| index != self.index && slot.is_occupied())
+    }
+}
+
+/// Takes `victim`'s LIFO slot if `victim` stays inside one step for the grace period
+/// (its step counter does not move): then the slot's process would wait behind the
+/// rest of that step. A worker between steps takes its own slot within the grace.
+fn steal_lifo(shared: &Shared, victim: usize) -> Option<Task> {
+    let slot: &LifoSlot<Task> = shared.lifo(victim);
+    if !slot.is_occupied() {
+        return None;
+    }
+    let steps = &shared.counters[victim].steps;
+    let before = steps.get();
+    // The victim writes both lines watched here on every step: looking at them on
+    // every spin would pull them away from it once per spin and slow down the very
+    // steps being watched. Look once every `LIFO_WATCH_EVERY` spins instead.
+    for _ in 0..LIFO_STEAL_GRACE / LIFO_WATCH_EVERY {
+        for _ in 0..LIFO_WATCH_EVERY {
+            spin_loop();
+        }
+        if steps.get() != before || !slot.is_occupied() {
+            return None;
+        }
+    }
+    slot.take()
+}
+
+/// The numbers in 1..=n coprime with n: strides that visit every victim once.
+fn coprimes(n: usize) -> Vec<usize> {
+    fn gcd(a: usize, b: usize) -> usize {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    (1..=n).filter(|&i| gcd(i, n) == 1).collect()
+}
+
+/// How a worker came back from `park`.
+#[derive(PartialEq, Eq)]
+enum Parked {
+    /// Woken by a producer.
+    Woken,
+    /// Found work (or a wake-up already waiting) before falling asleep.
+    NotAsleep,
+    /// Its watch over LIFO slots timed out.
+    TimedOut,
+}
+
+/// Parks this worker; `watch` is the timeout of a sleep spent watching LIFO slots,
+/// doubled here when it runs out. `woken` says whether the last wake-up has not
+/// run a step yet (see `run`); set here when a producer wakes the worker.
+fn park(
+    shared: &Shared,
+    core: &Rc<RefCell<Core>>,
+    watch: &mut Duration,
+    woken: &mut bool,
+) -> Parked {
+    let (index, was_searching) = {
+        let mut core = core.borrow_mut();
+        let searching = core.searching;
+        core.searching = false;
+        (core.index, searching)
+    };
+    shared.idle.register_sleeper(index, was_searching);
+    // The re-check that makes the handshake safe (see idle.rs).
+    if shared.is_terminated() || core.borrow().has_work(shared) {
+        match shared.idle.unregister(index) {
+            Unregister::Awake => return Parked::NotAsleep,
+            Unregister::AlreadyWoken => {
+                shared.idle.park(index);
+                core.borrow_mut().searching = true;
+                return Parked::NotAsleep;
+            }
+        }
+    }
+    let counters = &shared.counters[index];
+    counters.parks.add(1);
+    trace::park(index);
+    if std::mem::take(woken) {
+        counters.noop_wakes.add(1);
+    }
+    counters.busy.park(shared.clock.start());
+    if let Some(r) = &shared.recorder {
+        r.park(index);
+    }
+    // Read after registering (and its fence): see "Watching LIFO slots" in idle.rs.
+    // Under loom, only a slot seen occupied is watched: watching because another
+    // worker is awake only adds timed wake-ups (it cannot lose one), and loom takes
+    // every timeout as a branch, which a model's long step makes unbounded.
+    let others_awake = cfg!(not(loom)) && shared.idle.others_awake();
+    if core.borrow().lifo_to_watch(shared) || others_awake {
+        if !shared.idle.park_watching(index, *watch) {
+            // Timed out, awake, not searching: look around (a stranded process is
+            // taken by `steal_lifo`), and sleep longer next time if there is nothing.
+            *watch = (*watch * 2).min(WATCH_MAX);
+            counters.busy.wake(shared.clock.start());
+            if let Some(r) = &shared.recorder {
+                r.unpark(shared, index);
+            }
+            trace::unpark(index, true);
+            return Parked::TimedOut;
+        }
+    } else {
+        shared.idle.park(index);
+    }
+    counters.busy.wake(shared.clock.start());
+    trace::unpark(index, false);
+    shared.clock.refresh();
+    *woken = true;
+    if let Some(r) = &shared.recorder {
+        r.unpark(shared, index);
+    }
+    // The waker counted this worker as searching.
+    core.borrow_mut().searching = true;
+    Parked::Woken
+}
+
+/// Steps one process and deals with the outcome.
+///
+/// When the handlers of a step's yields complete them at once on this worker, the
+/// completions go straight into the next step's events (`dispatch_direct`) and the
+/// process is stepped again here, without leaving RUNNING: no mailbox lock, no
+/// state transitions, no trip through a run queue. At most [`RESTEP_BUDGET`] times
+/// in a row, so a process that keeps yielding such commands cannot hold the worker.
+pub(crate) fn run_task(
+    handle: &Handle,
+    index: usize,
+    mut woken: bool,
+    slot: &mut Option<Task>,
+    events: &mut Vec<Event>,
+    out: &mut StepOutput,
+) {
+    let shared = handle.shared();
+    let task = slot.as_ref().expect("the worker passes a task");
+    let Some(mut owned) = task.start_running() else {
+        // Shutdown, a link's failure or a kill stopped it while it sat in a queue (see
+        // `State::request_stop`): it is DONE, or RUNNING while whoever claimed it
+        // finishes it.
+        debug_assert!(
+            task.is_done() || shared.is_stopping() || shared.monitors.used() || shared.killed_any(),
+            "a queued process was not READY, and neither shutdown, a link nor a kill stops processes"
+        );
+        return;
+    };
+    if shared.is_stopping() {
+        shared.finish(owned, Err(ProcessError::Stopped));
+        return;
+    }
+    // Once per run, not again when the step ends: the coarse clock does not move
+    // during a step (its worker refreshes it between steps), so a second stamp
+    // would write the same value.
+    task.stamp(shared.clock.now());
+    owned.take_events(events);
+    // The references of this run's completers (see `RefStock`); given back when the
+    // run ends, before the task is handed on.
+    let mut stock = RefStock::new(task);
+    let mut budget = RESTEP_BUDGET;
+    loop {
+        out.clear();
+        if let Some(r) = &shared.recorder {
+            r.step_start(shared, index, task.pid());
+        }
+        let span = trace::step(&owned, events);
+        let timed = shared.timing.as_deref().map(|timing| {
+            (
+                timing,
+                timing.step_begins(index, task.pid(), std::mem::take(&mut woken)),
+            )
+        });
+        let stepped = owned
+            .with_body(|body| {
+                catch_unwind(AssertUnwindSafe(|| body.step(Events::new(events), out)))
+            })
+            .expect("a process that has not ended has a body");
+        if let Some((timing, started)) = timed {
+            task.add_busy(timing.step_ends(index, started));
+        }
+        // Events the step did not consume, and the yields of a failed step, are
+        // user values: dropped quietly.
+        clear_quietly(events);
+        owned.record_step(out.suspend_point_ref());
+        if let Some(r) = &shared.recorder {
+            r.step_end(
+                index,
+                task.pid(),
+                matches!(stepped, Ok(Ok(()))),
+                out.status(),
+            );
+        }
+
+        let status = match stepped {
+            Err(panic) => {
+                clear_output_quietly(out);
+                let message = panic_message(&*panic);
+                shared.finish(
+                    owned,
+                    Err(ProcessError::Panicked {
+                        phase: Phase::Step,
+                        message,
+                    }),
+                );
+                return;
+            }
+            Ok(Err(error)) => {
+                clear_output_quietly(out);
+                shared.finish(owned, Err(ProcessError::Failed(error)));
+                return;
+            }
+            Ok(Ok(())) => out.take_status(),
+        };
+
+        // Yields go out in order, after the step, before the state changes.
+        if !out.yields().is_empty() {
+            trace::yields(&span, out.yields());
+            dispatch_direct(&mut stock, events, || {
+                out.dispatch_yields(|y| shared.handlers.dispatch(&shared.blocking, task, y));
+            });
+        }
+
+        // Withdrawn yields (a `recv!` timeout that a message beat, yields given up
+        // on cancel): cancel their timers now, not at their deadlines. After the
+        // dispatch, so a timer this very step armed is found; processes without
+        // pending timers skip the timer lock.
+        if task.timers().may_have_pending() {
+            for tag in out.drain_withdrawn() {
+                shared.timers.cancel(task.timers(), tag);
+            }
+        }
+
+        let suspend = match status {
+            Some(Status::Done(result)) => {
+                // Completions of its last yields: nobody will read them.
+                clear_quietly(events);
+                shared.finish(owned, Ok(result));
+                return;
+            }
+            None => {
+                clear_quietly(events);
+                shared.finish(
+                    owned,
+                    Err(ProcessError::Failed(StepError::new(
+                        "step returned without a status: call StepOutput::set_status before returning",
+                    ))),
+                );
+                return;
+            }
+            Some(Status::WaitingForYields) => Suspend::Yields,
+            Some(Status::WaitingForMessage) => Suspend::Message,
+            Some(Status::Continue) => Suspend::Continue,
+        };
+
+        // Completions arrived during the dispatch: they wake a process waiting for
+        // yields or for a message alike, so step it again now.
+        if !events.is_empty()
+            && suspend != Suspend::Continue
+            && budget > 0
+            && !shared.is_stopping()
+            && owned.refill_events(events)
+        {
+            budget -= 1;
+            shared.counters[index].steps.add(1);
+            continue;
+        }
+        // Not now: the completions go where completions from elsewhere go, the
+        // mailbox, and wake the process as those would.
+        for event in events.drain(..) {
+            if let Err(event) = task.push_event(event) {
+                drop_quietly(event);
+            }
+        }
+        // Before the closing CAS: once the process waits, the reference the stock
+        // borrows is the waiting process's (see `suspend_or_requeue`), and the stock
+        // relies on it to never hold the last counts.
+        drop(stock);
+        match suspend_or_requeue(shared, owned, suspend) {
+            AfterRun::Queue(placement) => {
+                let task = slot.take().expect("the task is taken only here");
+                schedule(shared, task, placement);
+            }
+            AfterRun::Waiting => {
+                // The waiting process holds this reference now, for whoever wakes it
+                // to queue it with (see "The waiting reference" in `state.rs`): it is
+                // not given back. Nothing may touch the cell through it any more.
+                std::mem::forget(slot.take());
+            }
+            AfterRun::Ended => {}
+        }
+        return;
+    }
+}
+
+/// Empties `events` (user values), catching panics of their `Drop`s.
+fn clear_quietly(events: &mut Vec<Event>) {
+    if !events.is_empty() {
+        drop_all_quietly(events.drain(..));
+    }
+}
+
+/// Empties `out` (its status and yields hold user values), catching panics.
+fn clear_output_quietly(out: &mut StepOutput) {
+    drop_quietly(out.take_status());
+    drop_all_quietly(out.drain_yields());
+    out.clear();
+}
+
+/// What became of a process after a run that did not end it at once.
+enum AfterRun {
+    /// READY again: the caller queues it there, with its reference.
+    Queue(Placement),
+    /// Waiting: the caller's reference is the waiting process's now, and must be
+    /// forgotten, not dropped.
+    Waiting,
+    /// Stopped by shutdown and ended: the caller drops its reference.
+    Ended,
+}
+
+/// Ends a step that did not end the process.
+fn suspend_or_requeue(shared: &Shared, owned: Owned<'_>, suspend: Suspend) -> AfterRun {
+    if shared.is_stopping() {
+        shared.finish(owned, Err(ProcessError::Stopped));
+        return AfterRun::Ended;
+    }
+    match owned.finish_step(suspend) {
+        Ok(true) if suspend == Suspend::Continue => {
+            // It gave the worker back on purpose: behind everyone else.
+            AfterRun::Queue(Placement::Back)
+        }
+        // Woken during its step, e.g. by a handler that completed at once.
+        Ok(true) => AfterRun::Queue(Placement::LifoAfterStep),
+        Ok(false) => AfterRun::Waiting,
+        // Shutdown flagged it during the step (see `State::request_stop`).
+        Err(owned) => {
+            shared.finish(owned, Err(ProcessError::Stopped));
+            AfterRun::Ended
+        }
+    }
+}
+
+/// xorshift64*: a tiny per-worker generator for victim selection.
+struct FastRand(u64);
+
+impl FastRand {
+    fn new(seed: u64) -> Self {
+        Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}

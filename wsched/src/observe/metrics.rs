@@ -1,0 +1,458 @@
+//! Always-on counters, cheap enough to leave on, and the process listing.
+
+use crate::engine::bounded::MailboxInfo;
+use crate::engine::process::{SuspendKind, SuspendPoint};
+use crate::engine::state::ProcessState;
+use crate::observe::timing::StepTimingMetrics;
+use crate::pid::Pid;
+use crate::type_name::plural;
+// Plain std atomics even under loom: these are statistics, not synchronisation, and
+// modelling every counter update would multiply the interleavings loom explores
+// without checking anything. (A thief reads a victim's step counter only as a hint;
+// see `steal_lifo` in `worker.rs`.)
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// One worker's counters. Each is written only by its worker, so an increment is a
+/// plain load and store (no locked instruction); readers on other threads may see a
+/// slightly stale value, never a torn one.
+#[derive(Default)]
+pub(crate) struct WorkerCounters {
+    pub(crate) steps: Counter,
+    pub(crate) local_pops: Counter,
+    pub(crate) lifo_pops: Counter,
+    pub(crate) global_pops: Counter,
+    pub(crate) steals: Counter,
+    pub(crate) stolen: Counter,
+    pub(crate) lifo_steals: Counter,
+    pub(crate) parks: Counter,
+    /// Times it was woken from a park and parked again without running a step.
+    pub(crate) noop_wakes: Counter,
+    /// Times its deque overflowed into the global queue, and the processes moved.
+    pub(crate) overflows: Counter,
+    pub(crate) overflowed: Counter,
+    /// Busy time: see [`BusyClock`].
+    pub(crate) busy: BusyClock,
+    /// Processes spawned, finished, failed and stopped on this worker: the shared
+    /// totals would be a cache line every worker writes per spawn and per end.
+    pub(crate) processes: ProcessCounts<Counter>,
+}
+
+#[derive(Default)]
+pub(crate) struct Counter(AtomicU64);
+
+impl Counter {
+    /// Adds `n`. Only the owning worker calls this.
+    #[inline]
+    pub(crate) fn add(&self, n: u64) {
+        self.0
+            .store(self.0.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A worker's busy time, as tokio counts it: from waking up to parking again
+/// (spinning and searching included, sleeping not). Read from the clock twice per
+/// park, never per step.
+pub(crate) struct BusyClock {
+    /// Nanoseconds of finished busy periods.
+    total: Counter,
+    /// When the current busy period began (nanoseconds after the scheduler's start),
+    /// or [`PARKED`] while the worker sleeps.
+    since: AtomicU64,
+}
+
+const PARKED: u64 = u64::MAX;
+
+impl Default for BusyClock {
+    fn default() -> Self {
+        Self {
+            total: Counter::default(),
+            since: AtomicU64::new(PARKED),
+        }
+    }
+}
+
+impl BusyClock {
+    /// The worker woke up (or started). Only its worker calls this.
+    pub(crate) fn wake(&self, start: Instant) {
+        self.since.store(nanos_since(start), Ordering::Relaxed);
+    }
+
+    /// The worker is about to sleep. Only its worker calls this.
+    pub(crate) fn park(&self, start: Instant) {
+        let since = self.since.swap(PARKED, Ordering::Relaxed);
+        if since != PARKED {
+            self.total.add(nanos_since(start).saturating_sub(since));
+        }
+    }
+
+    /// Busy time so far, the current period included.
+    pub(crate) fn read(&self, start: Instant) -> Duration {
+        // Two loads, not one snapshot: a read racing a park may miss or count the
+        // period being closed once, which a statistic can afford.
+        let since = self.since.load(Ordering::Relaxed);
+        let current = if since == PARKED {
+            0
+        } else {
+            nanos_since(start).saturating_sub(since)
+        };
+        Duration::from_nanos(self.total.get() + current)
+    }
+}
+
+/// The scheduler's coarse clock: milliseconds since it started, refreshed by the
+/// workers when they wake and every 61 steps (when they look at the global queue)
+/// instead of read from the OS at every step (a clock read costs about as much as a
+/// step).
+/// What [`ProcessInfo::time_in_state`] is measured with.
+pub(crate) struct CoarseClock {
+    start: Instant,
+    /// Milliseconds since `start` at the last refresh, wrapping (49 days).
+    now: crossbeam_utils::CachePadded<std::sync::atomic::AtomicU32>,
+}
+
+impl CoarseClock {
+    pub(crate) fn new() -> Self {
+        Self {
+            start: Instant::now(),
+            now: Default::default(),
+        }
+    }
+
+    /// When the scheduler started.
+    pub(crate) fn start(&self) -> Instant {
+        self.start
+    }
+
+    fn exact(&self) -> u32 {
+        // Wrapping on purpose: stamps are compared by wrapping difference.
+        self.start.elapsed().as_millis() as u32
+    }
+
+    /// Reads the OS clock. Written only when the millisecond changed, so that
+    /// workers refreshing at once do not pull the line from each other.
+    pub(crate) fn refresh(&self) {
+        let now = self.exact();
+        if self.now.load(Ordering::Relaxed) != now {
+            self.now.store(now, Ordering::Relaxed);
+        }
+    }
+
+    /// The time at the last refresh.
+    #[inline]
+    pub(crate) fn now(&self) -> u32 {
+        self.now.load(Ordering::Relaxed)
+    }
+
+    /// How long ago `stamp` (a [`now`](Self::now) value) was, to the millisecond.
+    pub(crate) fn since(&self, stamp: u32) -> Duration {
+        Duration::from_millis(u64::from(self.exact().wrapping_sub(stamp)))
+    }
+}
+
+fn nanos_since(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX - 1)
+}
+
+/// What happened to processes: `C` is a [`Counter`] in a worker's own counters, an
+/// atomic in the one set that threads other than workers share.
+#[derive(Default)]
+pub(crate) struct ProcessCounts<C> {
+    pub(crate) spawned: C,
+    pub(crate) finished: C,
+    pub(crate) failed: C,
+    pub(crate) stopped: C,
+}
+
+/// What a process count counts.
+#[derive(Clone, Copy)]
+pub(crate) enum ProcessEvent {
+    Spawned,
+    Finished,
+    Failed,
+    Stopped,
+}
+
+impl<C> ProcessCounts<C> {
+    pub(crate) fn of(&self, event: ProcessEvent) -> &C {
+        match event {
+            ProcessEvent::Spawned => &self.spawned,
+            ProcessEvent::Finished => &self.finished,
+            ProcessEvent::Failed => &self.failed,
+            ProcessEvent::Stopped => &self.stopped,
+        }
+    }
+}
+
+/// The totals over the workers' counts and the outside ones.
+pub(crate) fn process_totals<'a>(
+    workers: impl Iterator<Item = &'a WorkerCounters>,
+    outside: &ProcessCounts<AtomicU64>,
+) -> ProcessCounts<u64> {
+    let load = |count: &AtomicU64| count.load(Ordering::Relaxed);
+    workers.fold(
+        ProcessCounts {
+            spawned: load(&outside.spawned),
+            finished: load(&outside.finished),
+            failed: load(&outside.failed),
+            stopped: load(&outside.stopped),
+        },
+        |sum, worker| {
+            let counts = &worker.processes;
+            ProcessCounts {
+                spawned: sum.spawned + counts.spawned.get(),
+                finished: sum.finished + counts.finished.get(),
+                failed: sum.failed + counts.failed.get(),
+                stopped: sum.stopped + counts.stopped.get(),
+            }
+        },
+    )
+}
+
+impl WorkerCounters {
+    /// `local_queue`: the worker's deque length now; `start`: the scheduler's start.
+    pub(crate) fn snapshot(&self, local_queue: usize, start: Instant) -> WorkerMetrics {
+        WorkerMetrics {
+            steps: self.steps.get(),
+            local_pops: self.local_pops.get(),
+            lifo_pops: self.lifo_pops.get(),
+            global_pops: self.global_pops.get(),
+            steals: self.steals.get(),
+            stolen: self.stolen.get(),
+            lifo_steals: self.lifo_steals.get(),
+            parks: self.parks.get(),
+            noop_wakes: self.noop_wakes.get(),
+            overflows: self.overflows.get(),
+            overflowed: self.overflowed.get(),
+            busy: self.busy.read(start),
+            local_queue,
+        }
+    }
+}
+
+/// A snapshot of one worker's counters since the scheduler started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerMetrics {
+    /// Steps run.
+    pub steps: u64,
+    /// Processes taken from its own deque.
+    pub local_pops: u64,
+    /// Processes taken from its LIFO slot (woken by the previous step).
+    pub lifo_pops: u64,
+    /// Processes taken from the global queue (batches count once).
+    pub global_pops: u64,
+    /// Successful steals.
+    pub steals: u64,
+    /// Processes moved by those steals (including the one run at once).
+    pub stolen: u64,
+    /// Of those steals, the ones that took another worker's LIFO slot because that
+    /// worker was stuck in a long step.
+    pub lifo_steals: u64,
+    /// Times it parked on its condition variable.
+    pub parks: u64,
+    /// Times it was woken from a park and parked again without running a step (a
+    /// wake-up that found its work already taken by another worker).
+    pub noop_wakes: u64,
+    /// Times its deque was full and moved half its processes to the global queue.
+    pub overflows: u64,
+    /// Processes moved to the global queue by those overflows.
+    pub overflowed: u64,
+    /// Time spent awake, from waking up to parking again: running steps, and also
+    /// spinning and searching for work (as tokio counts it), but not sleeping.
+    /// Busy time over wall time is the worker's load.
+    pub busy: Duration,
+    /// Processes in its deque when the snapshot was taken (not counting its LIFO
+    /// slot).
+    pub local_queue: usize,
+}
+
+/// A snapshot of the scheduler's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Metrics {
+    /// One entry per worker, by worker index.
+    pub workers: Vec<WorkerMetrics>,
+    /// Processes spawned (successfully initialised).
+    pub spawned: u64,
+    /// Processes that finished with a result.
+    pub finished: u64,
+    /// Processes that ended with an error (failure or panic), not counting stops.
+    pub failed: u64,
+    /// Processes stopped without finishing: by shutdown's timeout, or killed
+    /// ([`Handle::kill`](crate::Handle::kill)).
+    pub stopped: u64,
+    /// Processes not yet ended.
+    pub live: usize,
+    /// Items waiting in the global queue.
+    pub global_queue: usize,
+    /// Processes queued from outside the workers (spawned or woken by another
+    /// thread, a timer or the blocking pool): they go through the global queue.
+    pub remote_schedules: u64,
+    /// Step durations and wake latencies per worker, and the long steps found, if
+    /// step timing is on ([`Builder::step_timing`](crate::Builder::step_timing)).
+    pub step_timing: Option<StepTimingMetrics>,
+    /// Timers armed and not yet fired or cancelled, including those whose deadline
+    /// never comes: [`Sleep`](crate::command::Sleep)s (cancelled when their process
+    /// ends or withdraws the yield) and timed messages
+    /// ([`Handle::send_after`](crate::Handle::send_after),
+    /// [`Handle::send_interval`](crate::Handle::send_interval); cancelled through
+    /// their [`TimerRef`](crate::TimerRef)).
+    pub pending_timers: usize,
+    /// Timed messages dropped undelivered, though nobody cancelled them: messages
+    /// that fell due after their target had ended (an interval counts the one that
+    /// found its target gone, and stops), and those still pending when the scheduler
+    /// shut down (their targets had all ended). Messages still unread in a mailbox
+    /// when its process ends are not counted here, but in
+    /// [`dead_letters`](Self::dead_letters).
+    pub undelivered_timed_messages: u64,
+    /// Threads of the blocking pool alive right now (idle ones retire after the
+    /// keep-alive).
+    pub blocking_threads: usize,
+    /// Failures nobody joined, monitored or linked to, reported to the
+    /// [`on_unobserved_failure`](crate::Builder::on_unobserved_failure) hook
+    /// (see [`FailureReport`](crate::FailureReport) for the rule).
+    pub unobserved_failures: u64,
+    /// Messages handed to the [`on_dead_letter`](crate::Builder::on_dead_letter)
+    /// hook (or dropped, without one): still unread when their process ended, or
+    /// dropped by a full bounded mailbox (see [`DeadLetter`](crate::DeadLetter) and
+    /// its [`reason`](crate::DeadLetter::reason)).
+    pub dead_letters: u64,
+    /// Messages full bounded mailboxes with
+    /// [`Overflow::DropOldest`](crate::Overflow::DropOldest) dropped to make room
+    /// for newer ones. Each is a dead letter too (so also in
+    /// [`dead_letters`](Self::dead_letters)).
+    pub dropped_messages: u64,
+    /// Messages full bounded mailboxes with
+    /// [`Overflow::Reject`](crate::Overflow::Reject) refused: sends that failed with
+    /// [`SendErrorKind::MailboxFull`](crate::SendErrorKind::MailboxFull) (the
+    /// message handed back), and timed messages that became dead letters.
+    pub rejected_messages: u64,
+}
+
+impl Metrics {
+    /// The sum over all workers.
+    pub fn total(&self) -> WorkerMetrics {
+        self.workers
+            .iter()
+            .fold(WorkerMetrics::default(), |mut sum, w| {
+                sum.steps += w.steps;
+                sum.local_pops += w.local_pops;
+                sum.lifo_pops += w.lifo_pops;
+                sum.global_pops += w.global_pops;
+                sum.steals += w.steals;
+                sum.stolen += w.stolen;
+                sum.lifo_steals += w.lifo_steals;
+                sum.parks += w.parks;
+                sum.noop_wakes += w.noop_wakes;
+                sum.overflows += w.overflows;
+                sum.overflowed += w.overflowed;
+                sum.busy += w.busy;
+                sum.local_queue += w.local_queue;
+                sum
+            })
+    }
+}
+
+/// One line of [`Scheduler::processes`](crate::Scheduler::processes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProcessInfo {
+    /// The process.
+    pub pid: Pid,
+    /// The process that spawned it (`None`: spawned from outside any process).
+    pub parent: Option<Pid>,
+    /// Its state when listed.
+    pub state: ProcessState,
+    /// The entry it runs.
+    pub entry: String,
+    /// Steps taken so far.
+    pub steps: u64,
+    /// Where it last said it waits (for macro processes: the `yield_cmd!`/`recv!`
+    /// call), if it is suspended and said so.
+    pub suspended_at: Option<SuspendPoint>,
+    /// Messages waiting for it: those in its mailbox not yet taken in by a step,
+    /// and, for `#[process]` processes, those taken in that no `recv!` has received
+    /// yet (of a type no receive asked for so far).
+    pub mailbox: usize,
+    /// The waiting messages by type, in order of first arrival: a message nobody
+    /// receives shows up here.
+    pub waiting_messages: Vec<MessageCount>,
+    /// How long it has been in its state: since its current step began (running),
+    /// since its last step (waiting, or queued again), or since it was spawned
+    /// (never run yet). To the millisecond, from a clock the workers read when they
+    /// wake and every 61 steps: so a process that just ended a long step counts
+    /// that step too.
+    pub time_in_state: Duration,
+    /// The time its steps took in all, if step timing is on
+    /// ([`Builder::step_timing`](crate::Builder::step_timing)).
+    pub busy: Option<Duration>,
+    /// Its mailbox's capacity, fill and overflow counts, if it was spawned with a
+    /// bounded one ([`SpawnOptions::bounded_mailbox`](crate::SpawnOptions::bounded_mailbox));
+    /// `None`: unbounded.
+    pub bounded_mailbox: Option<MailboxInfo>,
+}
+
+impl ProcessInfo {
+    /// The commands it waits for, if it is suspended at a yield, from its
+    /// suspension point: a `#[process]` counts down as the completions of a
+    /// `yield_all!` arrive, in the order the commands were yielded (one that arrives
+    /// ahead of an earlier one counts once the earlier one is in). 0 when it is not
+    /// suspended at a yield.
+    pub fn outstanding_yields(&self) -> usize {
+        match self.suspended_at {
+            Some(SuspendPoint {
+                kind: SuspendKind::Yield { count, .. },
+                ..
+            }) => count,
+            _ => 0,
+        }
+    }
+}
+
+/// How many waiting messages of one type a process has (see
+/// [`ProcessInfo::waiting_messages`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MessageCount {
+    /// The messages' type, as [`Payload::type_name`](crate::Payload::type_name)
+    /// names it.
+    pub type_name: &'static str,
+    /// How many there are.
+    pub count: usize,
+}
+
+impl MessageCount {
+    pub(crate) fn new(type_name: &'static str, count: usize) -> Self {
+        Self { type_name, count }
+    }
+}
+
+impl std::fmt::Display for ProcessInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} [{}] after {}",
+            self.pid,
+            self.entry,
+            self.state,
+            plural(self.steps, "step")
+        )?;
+        if let Some(point) = &self.suspended_at {
+            write!(f, ", at {point}")?;
+        }
+        match self.mailbox {
+            0 => {}
+            1 => f.write_str(", 1 message waiting")?,
+            n => write!(f, ", {n} messages waiting")?,
+        }
+        if let Some(mailbox) = &self.bounded_mailbox {
+            write!(f, ", {mailbox}")?;
+        }
+        Ok(())
+    }
+}

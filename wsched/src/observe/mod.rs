@@ -1,0 +1,18 @@
+//! Observability: counters and listings, step timing, `tracing`, the event recorder
+//! and `top`.
+//!
+//! May use: the services, commands, time, the engine and the crate root.
+//!
+//! | file | concern |
+//! |---|---|
+//! | `metrics.rs` | always-on counters and the process listing |
+//! | `timing.rs` | opt-in step timing: step and wake-latency histograms, busy time, the long-step detector |
+//! | `trace.rs` | the `tracing` integration (the `tracing` feature): every hook, empty without it |
+//! | `recorder/` | the optional event recorder, its timeline JSON and its pictures |
+//! | `top.rs` | ranking processes by steps, busy time or mailbox, now or over a window |
+
+pub(crate) mod metrics;
+pub(crate) mod recorder;
+pub(crate) mod timing;
+pub(crate) mod top;
+pub(crate) mod trace;
