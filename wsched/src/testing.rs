@@ -88,6 +88,8 @@
 //! assert_eq!(t.result::<usize>(), 1);
 //! ```
 
+// May use: `runtime`, `observe`, `services`, `command`, `time`, `engine`, the crate root.
+
 use std::any::{Any, TypeId};
 use std::collections::{HashMap, HashSet};
 use std::fmt;

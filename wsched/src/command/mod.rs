@@ -65,6 +65,15 @@ pub trait Command: Send + 'static {
     type Output: Send + 'static;
 }
 
+// | file | concern |
+// |---|---|
+// | `mod.rs` | the `Command` trait |
+// | `handler.rs` | the handler table: a command's type to the handler registered for it |
+// | `completer.rs` | `Completer`: how a handler answers a yield, at once or later, from any thread |
+// | `blocking.rs` | the bounded pool of threads that runs blocking handlers |
+// | `builtin.rs` | the built-in commands: `Sleep`, `Spawn`, `Join` (and `Call`'s handler) |
+//
+// May use: `time`, `engine`, the crate root.
 pub(crate) mod blocking;
 pub(crate) mod builtin;
 pub(crate) mod completer;

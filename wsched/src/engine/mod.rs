@@ -1,6 +1,7 @@
 //! The engine: what a process is, and the machinery that runs processes.
 //!
-//! May use: the crate root's vocabulary (`pid`, `payload`, `exit`, `error`, `sync` …).
+//! May use: the crate root (the vocabulary every layer speaks: PIDs, payloads, exit
+//! reasons, errors, `sync`).
 //!
 //! | file | concern |
 //! |---|---|

@@ -9,6 +9,8 @@
 //! | `this.rs` | `wsched::this`: the running process's PID, sends and spawns |
 //! | `macros.rs` | the exported `yield_cmd!` / `yield_all!` / `recv!` / `call!` |
 //! | `prelude.rs` | `wsched::prelude` |
+//!
+//! May use: `testing`, `supervisor`, `runtime`, `observe`, `services`, `command`, `time`, `engine`, the crate root.
 
 use std::any::Any;
 use std::fmt;

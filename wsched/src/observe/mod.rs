@@ -1,7 +1,7 @@
 //! Observability: counters and listings, step timing, `tracing`, the event recorder
 //! and `top`.
 //!
-//! May use: the services, commands, time, the engine and the crate root.
+//! May use: `services`, `command`, `time`, `engine`, the crate root.
 //!
 //! | file | concern |
 //! |---|---|

@@ -1,8 +1,7 @@
 //! The runtime: the public [`Scheduler`], [`Handle`] and [`Builder`] that put the
 //! layers together.
 //!
-//! May use: every layer below it (observability, services, commands, time, the
-//! engine) and the crate root.
+//! May use: `observe`, `services`, `command`, `time`, `engine`, the crate root.
 //!
 //! | file | concern |
 //! |---|---|

@@ -1,7 +1,7 @@
 //! The Erlang-style services built on the engine: names, monitors, links, calls,
 //! dead letters, unobserved failures, held messages and inboxes.
 //!
-//! May use: the engine, time, commands and the crate root.
+//! May use: `command`, `time`, `engine`, the crate root.
 //!
 //! | file | concern |
 //! |---|---|

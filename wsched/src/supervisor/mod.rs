@@ -207,6 +207,8 @@
 // (`Context`, `Handle`, links, monitors, calls, `SpawnOptions`) and the crate's
 // vocabulary (`Pid`, `Payload`, errors); nothing below it names it, except
 // `Context::spawn_supervised`, the one hook that marks its children for shutdown.
+//
+// May use: `runtime`, `observe`, `services`, `command`, `time`, `engine`, the crate root.
 mod dynamic;
 mod pool;
 mod process;

@@ -1,6 +1,6 @@
 //! Time: the timer wheel and its thread, and timed messages.
 //!
-//! May use: the engine and the crate root.
+//! May use: `engine`, the crate root.
 //!
 //! | file | concern |
 //! |---|---|
