@@ -95,11 +95,16 @@ fn collect_mod_files(
             }
             None => {
                 let explicit = m.attrs.iter().find_map(|a| {
-                    let syn::Meta::NameValue(nv) = &a.meta else { return None };
+                    let syn::Meta::NameValue(nv) = &a.meta else {
+                        return None;
+                    };
                     if !nv.path.is_ident("path") {
                         return None;
                     }
-                    let syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) = &nv.value
+                    let syn::Expr::Lit(syn::ExprLit {
+                        lit: syn::Lit::Str(s),
+                        ..
+                    }) = &nv.value
                     else {
                         return None;
                     };
@@ -127,10 +132,11 @@ fn is_test_only(attrs: &[syn::Attribute]) -> bool {
             // build (a `not(test)` alone does not).
             a.meta.require_list().is_ok_and(|l| {
                 let tokens = l.tokens.to_string();
-                ["test", "loom", "doctest"]
-                    .iter()
-                    .any(|word| tokens.split(|c: char| !c.is_alphanumeric() && c != '_').any(|w| w == *word))
-                    && !tokens.starts_with("not")
+                ["test", "loom", "doctest"].iter().any(|word| {
+                    tokens
+                        .split(|c: char| !c.is_alphanumeric() && c != '_')
+                        .any(|w| w == *word)
+                }) && !tokens.starts_with("not")
             })
         }
     })
@@ -143,12 +149,15 @@ struct Reference {
     scope: Vec<String>,
 }
 
+/// A name re-exported by a module: (module, name) and the path it stands for.
+type Reexport = ((Vec<String>, String), Vec<String>);
+
 /// What one file says: the paths it uses and the names it re-exports.
 #[derive(Default)]
 struct FileFacts {
     references: Vec<Reference>,
     /// (module, name) → the path it re-exports, as written in that module.
-    reexports: Vec<((Vec<String>, String), Vec<String>)>,
+    reexports: Vec<Reexport>,
     /// Inline modules: their paths, so a name inside them resolves to this file.
     inline_modules: Vec<Vec<String>>,
 }
@@ -197,7 +206,13 @@ impl Collector<'_> {
         }
     }
 
-    fn record_use(&mut self, path: Vec<String>, alias: String, span: proc_macro2::Span, public: bool) {
+    fn record_use(
+        &mut self,
+        path: Vec<String>,
+        alias: String,
+        span: proc_macro2::Span,
+        public: bool,
+    ) {
         if path.is_empty() {
             return;
         }
@@ -474,7 +489,8 @@ fn violations() -> Vec<String> {
         for item in &file.syntax.items {
             collector.visit_item(item);
         }
-        map.module_files.insert(file.module.clone(), file.rel.clone());
+        map.module_files
+            .insert(file.module.clone(), file.rel.clone());
         for inline in &file_facts.inline_modules {
             map.module_files.insert(inline.clone(), file.rel.clone());
         }
@@ -499,7 +515,9 @@ fn violations() -> Vec<String> {
             let Some(target) = map.absolute(&reference.scope, &reference.path) else {
                 continue;
             };
-            let Some(to_file) = map.defining_file(&target) else { continue };
+            let Some(to_file) = map.defining_file(&target) else {
+                continue;
+            };
             if FACADES.contains(&to_file) {
                 continue;
             }

@@ -874,6 +874,51 @@ impl Error for BuildError {
     }
 }
 
+/// Why `recv!` returned no message.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RecvError {
+    /// The process is being cancelled (shutdown or a cancel request). Later
+    /// suspension points work normally, so the entry can clean up.
+    Cancelled,
+    /// The timeout of `recv!(timeout = …)` ran out; no message was taken.
+    Timeout,
+    /// The timeout's timer (a [`Sleep`](crate::command::Sleep) yield) failed, e.g. no timer is available.
+    Timer(YieldError),
+}
+
+impl RecvError {
+    /// Whether this is [`Cancelled`](Self::Cancelled).
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, Self::Cancelled)
+    }
+
+    /// Whether this is [`Timeout`](Self::Timeout).
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Self::Timeout)
+    }
+}
+
+impl fmt::Display for RecvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Cancelled => f.write_str("cancelled: the process is asked to stop"),
+            Self::Timeout => f.write_str("timed out waiting for a message"),
+            Self::Timer(e) => write!(f, "the receive timeout's timer failed: {e}"),
+        }
+    }
+}
+
+impl Error for RecvError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            // Its message is in ours (as for every error of the crate: see `error.rs`).
+            Self::Timer(e) => e.source(),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use std::error::Error;

@@ -15,9 +15,9 @@
 
 use std::fmt;
 
+use crate::error::RecvError;
 use crate::error::{JoinError, Phase, ProcessError, StepError, YieldError};
 use crate::pid::Pid;
-use crate::RecvError;
 
 /// Why a process ended, for those who watch it (monitors) rather than join it.
 ///

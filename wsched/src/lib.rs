@@ -174,6 +174,7 @@ mod runtime;
 mod services;
 mod spin_lock;
 pub mod supervisor;
+mod tag;
 mod time;
 mod type_name;
 // The switch exports the whole toolbox; each build uses part of it.
@@ -208,7 +209,7 @@ pub mod top {
 #[path = "bench_internals.rs"]
 pub mod __bench;
 #[doc(inline)]
-pub use __private::{prelude, this, RecvError};
+pub use __private::{prelude, this};
 pub use engine::process::IntoProcess;
 pub use wsched_macros::process;
 
@@ -219,9 +220,9 @@ pub use engine::process::{
     Tag, Yield,
 };
 pub use error::{
-    BoxError, BuildError, CancelError, InitError, JoinError, Phase, ProcessError, RegisterError,
-    SendError, SendErrorKind, SendNamedError, SendNamedErrorKind, SpawnError, StepError,
-    TimedSendError, TimedSendErrorKind, YieldError,
+    BoxError, BuildError, CancelError, InitError, JoinError, Phase, ProcessError, RecvError,
+    RegisterError, SendError, SendErrorKind, SendNamedError, SendNamedErrorKind, SpawnError,
+    StepError, TimedSendError, TimedSendErrorKind, YieldError,
 };
 pub use exit::ExitReason;
 pub use payload::{IntoPayloads, Payload, PayloadTypeError, Payloads, PayloadsIntoIter};

@@ -101,18 +101,18 @@ impl<T: Any + Send> DescribedSignal for T {
     };
 }
 
-/// [`Described`] for commands: the same, with the output type.
-trait DescribedCommand: crate::Command {
+/// [`Described`] for commands: the same, with the type `O` its completion carries.
+trait DescribedWithOutput<O: 'static>: Any + Send {
     const META: Meta;
 }
 
-impl<C: crate::Command> DescribedCommand for C {
+impl<T: Any + Send, O: 'static> DescribedWithOutput<O> for T {
     const META: Meta = Meta {
         output: Some(OutputType {
-            type_id: TypeId::of::<C::Output>(),
-            type_name: std::any::type_name::<C::Output>,
+            type_id: TypeId::of::<O>(),
+            type_name: std::any::type_name::<O>,
         }),
-        ..<C as Described>::META
+        ..<T as Described>::META
     };
 }
 
@@ -142,9 +142,10 @@ impl Payload {
         Self::with_meta(slot.expect("slot was just filled"), &<T as Described>::META)
     }
 
-    /// Wraps a yielded command, remembering its output type (see [`Meta::output`]).
-    pub(crate) fn command<C: crate::Command>(command: C) -> Self {
-        Self::with_meta(command, &<C as DescribedCommand>::META)
+    /// Wraps a yielded command whose completion carries an `O`, remembering that
+    /// type (see [`Meta::output`]; `Payload::command` is how commands use it).
+    pub(crate) fn with_output<T: Any + Send, O: 'static>(command: T) -> Self {
+        Self::with_meta(command, &<T as DescribedWithOutput<O>>::META)
     }
 
     /// Wraps a signal the runtime sends (a `Down`, an `Exit`), marked as one (see
@@ -160,12 +161,12 @@ impl Payload {
         self.meta.signal
     }
 
-    /// What [`command`](Self::command) stores of a `C`: with the command, all that
-    /// code that does not know `C` is a command needs to wrap it (see
+    /// What [`with_output`](Self::with_output) stores of a `T`: with the value, all
+    /// that code that does not know `T`'s output needs to wrap it (see
     /// [`from_parts`](Self::from_parts)).
     #[inline(always)]
-    pub(crate) fn command_meta<C: crate::Command>() -> &'static Meta {
-        &<C as DescribedCommand>::META
+    pub(crate) fn meta_with_output<T: Any + Send, O: 'static>() -> &'static Meta {
+        &<T as DescribedWithOutput<O>>::META
     }
 
     /// Wraps `value` as [`command`](Self::command) would, where `C`'s bounds are not
@@ -220,7 +221,7 @@ impl Payload {
     #[inline]
     fn with_meta<T: Any + Send>(value: T, meta: &'static Meta) -> Self {
         // SAFETY: every caller passes the `Meta` of `T` (`Described` or
-        // `DescribedCommand`), which is what `from_parts` asks.
+        // `DescribedWithOutput`), which is what `from_parts` asks.
         unsafe { Self::from_parts(value, meta) }
     }
 

@@ -88,7 +88,7 @@
 //! assert_eq!(t.result::<usize>(), 1);
 //! ```
 
-// May use: `runtime`, `observe`, `services`, `command`, `time`, `engine`, the crate root.
+// May use: `runtime`, `command`, `services`, `observe`, `engine`, `time`, the crate root.
 
 use std::any::{Any, TypeId};
 use std::collections::{HashMap, HashSet};
@@ -115,7 +115,7 @@ use crate::exit::ExitReason;
 use crate::payload::{IntoPayloads, OutputType, Payload};
 use crate::pid::Pid;
 use crate::runtime::{Down, Exit, MonitorRef};
-use crate::time::timed::{Repeat, TimedState};
+use crate::services::timed::{Repeat, TimedState};
 use crate::type_name::{Short, WithArticle};
 // Calls (see the calls block below).
 use crate::command::{Call, CallAnswer};

@@ -14,7 +14,7 @@ use crate::error::JoinError;
 use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
 use crate::runtime::SpawnOptions;
-use crate::time::timer::Timer;
+use crate::services::timers::Timer;
 
 /// Completes with `()` after `duration` (to about a millisecond, never early).
 ///
@@ -117,7 +117,7 @@ impl Command for Join {
 
 /// The scheduler's own handlers for the built-in commands.
 pub(crate) fn registrations(
-    timers: std::sync::Arc<crate::time::timer::Timers>,
+    timers: std::sync::Arc<crate::services::timers::Timers>,
 ) -> Vec<Registration> {
     vec![
         {

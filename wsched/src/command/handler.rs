@@ -5,9 +5,10 @@ use std::any::TypeId;
 use std::collections::HashMap;
 
 use super::blocking::BlockingPool;
-use super::completer::{catch_panics, Completer, RawCompleter};
+use super::completer::Completer;
 use crate::command::Command;
 use crate::engine::cell::CellRef;
+use crate::engine::completion::{catch_panics, RawCompleter};
 use crate::engine::process::{Tag, Yield};
 use crate::error::{BuildError, YieldError};
 use crate::fast_hash::FastHash;

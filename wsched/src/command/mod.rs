@@ -22,49 +22,6 @@
 //! [`Join`] and [`Call`] (a request/reply call of another process). Its timer service also sends timed messages (`send_after`,
 //! `send_interval`, cancelled through a [`TimerRef`]).
 
-/// A typed request a process yields; a handler registered for its type performs it
-/// and completes the yield with an [`Output`](Command::Output).
-///
-/// # Example
-///
-/// A command, a process that yields it, and the handler that performs it:
-///
-/// ```
-/// use wsched::command::Completer;
-/// use wsched::prelude::*;
-/// use wsched::Scheduler;
-///
-/// struct Fetch {
-///     url: String,
-/// }
-///
-/// impl Command for Fetch {
-///     type Output = String;
-/// }
-///
-/// struct Page;
-///
-/// #[process]
-/// impl Page {
-///     #[entry]
-///     fn size(&mut self, url: String) -> Result<usize, BoxError> {
-///         let body: String = yield_cmd!(Fetch { url })?; // a Fetch's Output
-///         Ok(body.len())
-///     }
-/// }
-///
-/// let scheduler = Scheduler::builder()
-///     .handler(|fetch: Fetch, done: Completer<Fetch>| done.complete(format!("<{}>", fetch.url)))
-///     .build()?;
-/// let pid = scheduler.spawn(Page, "size", ("a.test".to_string(),))?;
-/// assert_eq!(scheduler.wait(pid)?.downcast::<usize>()?, 8);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub trait Command: Send + 'static {
-    /// What the command's completion carries on success.
-    type Output: Send + 'static;
-}
-
 // | file | concern |
 // |---|---|
 // | `mod.rs` | the `Command` trait |
@@ -73,16 +30,15 @@ pub trait Command: Send + 'static {
 // | `blocking.rs` | the bounded pool of threads that runs blocking handlers |
 // | `builtin.rs` | the built-in commands: `Sleep`, `Spawn`, `Join` (and `Call`'s handler) |
 //
-// May use: `time`, `engine`, the crate root.
+// May use: `services`, `observe`, `engine`, `time`, the crate root.
 pub(crate) mod blocking;
 pub(crate) mod builtin;
 pub(crate) mod completer;
 pub(crate) mod handler;
 
+pub use crate::engine::process::Command;
 pub use crate::services::calls::{Call, CallAnswer};
-pub use crate::time::timed::TimerRef;
+pub use crate::services::timed::TimerRef;
 pub(crate) use builtin::registrations as builtin_registrations;
 pub use builtin::{Join, Sleep, Spawn};
-pub(crate) use completer::dispatch_direct;
 pub use completer::Completer;
-pub(crate) use completer::RawCompleter;

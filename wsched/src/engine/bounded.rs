@@ -81,10 +81,10 @@ use std::mem;
 // Statistics, not synchronisation (see `metrics.rs`).
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::engine::handle::Handle;
 use crate::engine::process::{Completion, Event, Message, Tag};
 use crate::payload::Payload;
 use crate::pid::Pid;
-use crate::runtime::Handle;
 
 /// What a send to a full bounded mailbox does. See
 /// [`SpawnOptions::bounded_mailbox`](crate::SpawnOptions::bounded_mailbox).

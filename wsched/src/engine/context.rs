@@ -15,7 +15,7 @@ use crate::error::{
 use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
 use crate::runtime::{MessageCount, MonitorRef, SpawnOptions};
-use crate::time::timed::Repeat;
+use crate::services::timed::Repeat;
 
 /// Handed to [`Process::init`](crate::Process::init): the process's own PID and a way to send messages,
 /// spawn processes, register names and arm timed messages on the scheduler (or the

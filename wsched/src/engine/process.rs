@@ -7,12 +7,70 @@ use std::marker::PhantomData;
 use std::panic::Location;
 use std::ptr::NonNull;
 
-use crate::command::Command;
 use crate::engine::context::Context;
 use crate::error::{InitError, SpawnError, StepError, YieldError};
 use crate::payload::{Payload, Payloads};
 use crate::pid::Pid;
+pub use crate::tag::Tag;
 use crate::type_name::Short;
+
+/// A typed request a process yields; a handler registered for its type performs it
+/// and completes the yield with an [`Output`](Command::Output).
+///
+/// # Example
+///
+/// A command, a process that yields it, and the handler that performs it:
+///
+/// ```
+/// use wsched::command::Completer;
+/// use wsched::prelude::*;
+/// use wsched::Scheduler;
+///
+/// struct Fetch {
+///     url: String,
+/// }
+///
+/// impl Command for Fetch {
+///     type Output = String;
+/// }
+///
+/// struct Page;
+///
+/// #[process]
+/// impl Page {
+///     #[entry]
+///     fn size(&mut self, url: String) -> Result<usize, BoxError> {
+///         let body: String = yield_cmd!(Fetch { url })?; // a Fetch's Output
+///         Ok(body.len())
+///     }
+/// }
+///
+/// let scheduler = Scheduler::builder()
+///     .handler(|fetch: Fetch, done: Completer<Fetch>| done.complete(format!("<{}>", fetch.url)))
+///     .build()?;
+/// let pid = scheduler.spawn(Page, "size", ("a.test".to_string(),))?;
+/// assert_eq!(scheduler.wait(pid)?.downcast::<usize>()?, 8);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait Command: Send + 'static {
+    /// What the command's completion carries on success.
+    type Output: Send + 'static;
+}
+
+impl Payload {
+    /// Wraps a yielded command, remembering its output type (see
+    /// [`Meta::output`](crate::payload::Meta)).
+    pub(crate) fn command<C: Command>(command: C) -> Self {
+        Self::with_output::<C, C::Output>(command)
+    }
+
+    /// What [`command`](Self::command) stores of a `C` (see
+    /// [`Payload::meta_with_output`]).
+    #[inline(always)]
+    pub(crate) fn command_meta<C: Command>() -> &'static crate::payload::Meta {
+        Self::meta_with_output::<C, C::Output>()
+    }
+}
 
 /// A lightweight state machine run by being stepped with [`Event`]s.
 ///
@@ -111,17 +169,6 @@ pub trait IntoProcess: Send + 'static {
 impl<P: Process> IntoProcess for P {
     fn into_process(self) -> impl Process {
         self
-    }
-}
-
-/// Correlates a yielded command with its completion. Chosen by the process; the
-/// macro numbers a process's yields 1, 2, 3… in program order.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
-pub struct Tag(pub u64);
-
-impl fmt::Display for Tag {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "#{}", self.0)
     }
 }
 

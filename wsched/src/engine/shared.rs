@@ -10,6 +10,9 @@ use crate::command::TimerRef;
 use crate::engine::bounded::{OverflowCounts, Pushed};
 use crate::engine::cell::{CellRef, Header, NewProcess, Owned, ProcessCell, ResultWaiter};
 use crate::engine::context::{Backend, Context};
+use crate::engine::dead_letters::{DeadLetterReason, DeadLetters};
+use crate::engine::handle::Handle;
+use crate::engine::held::{HeldMessages, MessageCount};
 use crate::engine::idle::Idle;
 use crate::engine::live::LiveCount;
 use crate::engine::process::{init_process, Event, Message};
@@ -17,6 +20,7 @@ use crate::engine::queue::inject::Inject;
 use crate::engine::queue::lifo::LifoSlot;
 use crate::engine::queue::local::Steal;
 use crate::engine::registry::Registry;
+use crate::engine::unobserved::{is_failure, FailureReport, UnobservedFailures};
 use crate::engine::worker::{self, Caller};
 use crate::error::{
     CancelError, JoinError, Phase, ProcessError, RegisterError, SendError, SendErrorKind,
@@ -24,8 +28,7 @@ use crate::error::{
 };
 use crate::exit::ExitReason;
 use crate::observe::metrics::{
-    process_totals, CoarseClock, MessageCount, Metrics, ProcessCounts, ProcessEvent, ProcessInfo,
-    WorkerCounters,
+    process_totals, CoarseClock, Metrics, ProcessCounts, ProcessEvent, ProcessInfo, WorkerCounters,
 };
 use crate::observe::recorder::Recorder;
 use crate::observe::timing::Timing;
@@ -33,15 +36,11 @@ use crate::observe::trace;
 use crate::payload::Payload;
 use crate::pid::Pid;
 use crate::runtime::drop_quietly;
-use crate::runtime::Handle;
-use crate::services::dead_letters::{DeadLetterReason, DeadLetters};
-use crate::services::held::HeldMessages;
 use crate::services::monitors::{MonitorRef, Monitors};
 use crate::services::names::Names;
-use crate::services::unobserved::{is_failure, FailureReport, UnobservedFailures};
+use crate::services::timed::{self, Repeat};
+use crate::services::timers::Timers;
 use crate::sync::{fence, AtomicBool, Condvar, Mutex, Ordering};
-use crate::time::timed::{self, Repeat};
-use crate::time::timer::Timers;
 
 use crossbeam_utils::CachePadded;
 

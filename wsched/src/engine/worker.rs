@@ -40,8 +40,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::time::Duration;
 
-use crate::command::dispatch_direct;
 use crate::engine::cell::{Owned, RefStock};
+use crate::engine::completion::dispatch_direct;
+use crate::engine::handle::Handle;
 use crate::engine::idle::Unregister;
 use crate::engine::process::{Event, Events, Status, StepOutput};
 use crate::engine::queue::lifo::LifoSlot;
@@ -51,7 +52,6 @@ use crate::engine::state::Suspend;
 use crate::error::{Phase, ProcessError, StepError};
 use crate::observe::trace;
 use crate::pid::Pid;
-use crate::runtime::Handle;
 use crate::runtime::{drop_all_quietly, drop_quietly, panic_message};
 use crate::sync::{spin_loop, thread};
 

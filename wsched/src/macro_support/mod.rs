@@ -10,7 +10,7 @@
 //! | `macros.rs` | the exported `yield_cmd!` / `yield_all!` / `recv!` / `call!` |
 //! | `prelude.rs` | `wsched::prelude` |
 //!
-//! May use: `testing`, `supervisor`, `runtime`, `observe`, `services`, `command`, `time`, `engine`, the crate root.
+//! May use: `testing`, `supervisor`, `runtime`, `command`, `services`, `observe`, `engine`, `time`, the crate root.
 
 use std::any::Any;
 use std::fmt;
@@ -30,9 +30,10 @@ pub mod prelude;
 mod suspend;
 pub mod this;
 
+pub use crate::error::RecvError;
 pub use suspend::{
     call, recv, recv_arm, recv_select, yield_all, yield_many, yield_one, AnyMessage, CallFuture,
-    CommandSet, Dispatcher, Filter, Recv, RecvError, Results, Select, Typed, YieldMany, YieldOne,
+    CommandSet, Dispatcher, Filter, Recv, Results, Select, Typed, YieldMany, YieldOne,
 };
 
 /// Checks the argument count and then decodes the arguments one by one.

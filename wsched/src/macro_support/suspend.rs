@@ -19,8 +19,6 @@
 
 use std::any::{type_name, Any, TypeId};
 use std::collections::VecDeque;
-use std::error::Error;
-use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::panic::Location;
@@ -31,7 +29,7 @@ use std::time::Duration;
 use super::io::{self, Io};
 use crate::command::{Call, CallAnswer, Command, Sleep};
 use crate::engine::process::{Message, StepOutput, SuspendKind, SuspendPoint, Tag};
-use crate::error::YieldError;
+use crate::error::{RecvError, YieldError};
 use crate::payload::{Meta, Payload};
 use crate::pid::Pid;
 use crate::runtime::CallError;
@@ -483,51 +481,6 @@ impl<T> YieldMany<T> {
             },
         );
         false
-    }
-}
-
-/// Why `recv!` returned no message.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum RecvError {
-    /// The process is being cancelled (shutdown or a cancel request). Later
-    /// suspension points work normally, so the entry can clean up.
-    Cancelled,
-    /// The timeout of `recv!(timeout = …)` ran out; no message was taken.
-    Timeout,
-    /// The timeout's timer (a [`Sleep`] yield) failed, e.g. no timer is available.
-    Timer(YieldError),
-}
-
-impl RecvError {
-    /// Whether this is [`Cancelled`](Self::Cancelled).
-    pub fn is_cancelled(&self) -> bool {
-        matches!(self, Self::Cancelled)
-    }
-
-    /// Whether this is [`Timeout`](Self::Timeout).
-    pub fn is_timeout(&self) -> bool {
-        matches!(self, Self::Timeout)
-    }
-}
-
-impl fmt::Display for RecvError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Cancelled => f.write_str("cancelled: the process is asked to stop"),
-            Self::Timeout => f.write_str("timed out waiting for a message"),
-            Self::Timer(e) => write!(f, "the receive timeout's timer failed: {e}"),
-        }
-    }
-}
-
-impl Error for RecvError {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        match self {
-            // Its message is in ours (as for every error of the crate: see `error.rs`).
-            Self::Timer(e) => e.source(),
-            _ => None,
-        }
     }
 }
 

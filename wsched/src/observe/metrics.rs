@@ -1,6 +1,7 @@
 //! Always-on counters, cheap enough to leave on, and the process listing.
 
 use crate::engine::bounded::MailboxInfo;
+use crate::engine::held::MessageCount;
 use crate::engine::process::{SuspendKind, SuspendPoint};
 use crate::engine::state::ProcessState;
 use crate::observe::timing::StepTimingMetrics;
@@ -411,24 +412,6 @@ impl ProcessInfo {
             }) => count,
             _ => 0,
         }
-    }
-}
-
-/// How many waiting messages of one type a process has (see
-/// [`ProcessInfo::waiting_messages`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct MessageCount {
-    /// The messages' type, as [`Payload::type_name`](crate::Payload::type_name)
-    /// names it.
-    pub type_name: &'static str,
-    /// How many there are.
-    pub count: usize,
-}
-
-impl MessageCount {
-    pub(crate) fn new(type_name: &'static str, count: usize) -> Self {
-        Self { type_name, count }
     }
 }
 

@@ -1,7 +1,7 @@
 //! Observability: counters and listings, step timing, `tracing`, the event recorder
 //! and `top`.
 //!
-//! May use: `services`, `command`, `time`, `engine`, the crate root.
+//! May use: `engine`, `time`, the crate root.
 //!
 //! | file | concern |
 //! |---|---|

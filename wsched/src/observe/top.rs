@@ -16,9 +16,9 @@ use std::error::Error;
 use std::fmt;
 use std::time::Duration;
 
+use crate::engine::handle::Handle;
 use crate::observe::metrics::ProcessInfo;
 use crate::pid::Pid;
-use crate::runtime::Handle;
 use crate::type_name::plural;
 
 /// What [`Handle::top`] and [`Handle::top_window`] rank processes by.

@@ -316,7 +316,7 @@ fn exit_events(owned: &Owned<'_>, span: &Span, result: &Result<Payload, ProcessE
             panic = message.as_str(),
             "process panicked"
         ),
-        Err(_) if crate::services::unobserved::is_failure(&reason) => tracing::warn!(
+        Err(_) if crate::engine::unobserved::is_failure(&reason) => tracing::warn!(
             target: "wsched",
             parent: span,
             pid,

@@ -3,22 +3,23 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::scheduler::{Handle, Scheduler};
+use super::scheduler::Scheduler;
 use crate::command::blocking::BlockingPool;
 use crate::command::handler::{Handlers, Placement, Registration};
 use crate::command::{builtin_registrations, Command, Completer};
+use crate::engine::dead_letters::{DeadLetter, DeadLetterHook, DeadLetters};
+use crate::engine::handle::Handle;
 use crate::engine::queue::inject::GLOBAL_BATCH;
 use crate::engine::queue::local;
 use crate::engine::shared::{Shared, SharedParts, Task};
+use crate::engine::unobserved::{FailureHook, FailureReport, UnobservedFailures};
 use crate::engine::worker;
 use crate::error::BuildError;
 use crate::observe::recorder::{RecordOptions, Recorder};
 use crate::observe::timing::{LongStepHook, Timing, TimingOptions};
-use crate::services::dead_letters::{DeadLetter, DeadLetterHook, DeadLetters};
-use crate::services::unobserved::{FailureHook, FailureReport, UnobservedFailures};
+use crate::services::timers::Timers;
 #[cfg(test)]
 use crate::time::timer::Clock;
-use crate::time::timer::Timers;
 
 /// Configures a [`Scheduler`]: workers, handlers, pools.
 ///

@@ -1,7 +1,7 @@
 //! The runtime: the public [`Scheduler`], [`Handle`] and [`Builder`] that put the
 //! layers together.
 //!
-//! May use: `observe`, `services`, `command`, `time`, `engine`, the crate root.
+//! May use: `command`, `services`, `observe`, `engine`, `time`, the crate root.
 //!
 //! | file | concern |
 //! |---|---|
@@ -15,25 +15,27 @@ pub(crate) mod tests;
 mod builder;
 mod scheduler;
 
+pub use crate::engine::handle::Handle;
 pub use builder::Builder;
-pub use scheduler::{Handle, Scheduler, ShutdownReport};
+pub use scheduler::{Scheduler, ShutdownReport};
 
 pub(crate) use crate::engine::bounded::DropOwed;
 pub use crate::engine::bounded::{MailboxInfo, Overflow};
+pub use crate::engine::dead_letters::{DeadLetter, DeadLetterReason};
+pub use crate::engine::held::MessageCount;
 pub use crate::engine::spawn_options::SpawnOptions;
 pub use crate::engine::state::ProcessState;
-pub use crate::observe::metrics::{MessageCount, Metrics, ProcessInfo, WorkerMetrics};
+pub use crate::engine::unobserved::FailureReport;
+pub use crate::observe::metrics::{Metrics, ProcessInfo, WorkerMetrics};
 pub use crate::observe::recorder::{
     Activity, EventKind, Lane, ProcessSlice, RecordOptions, RecordedEvent, Recording, Slice,
     SliceKind, Steal, StepOutcome, SvgOptions,
 };
 pub use crate::observe::timing::{Histogram, LongStep, StepTimingMetrics, WorkerStepTiming};
 pub use crate::services::calls::{CallError, Reply, Request};
-pub use crate::services::dead_letters::{DeadLetter, DeadLetterReason};
 pub use crate::services::inbox::{Inbox, InboxError};
 pub use crate::services::links::Exit;
 pub use crate::services::monitors::{Down, Monitor, MonitorRef};
-pub use crate::services::unobserved::FailureReport;
 
+pub(crate) use crate::engine::held::add_messages;
 pub(crate) use crate::engine::process::{drop_all_quietly, drop_quietly, panic_message};
-pub(crate) use crate::services::held::add_messages;

@@ -48,8 +48,10 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::command::{Command, Completer, RawCompleter};
+use crate::command::{Command, Completer};
 use crate::engine::cell::CellRef;
+use crate::engine::completion::RawCompleter;
+use crate::engine::handle::Handle;
 use crate::engine::process::Tag;
 use crate::engine::shared::Shared;
 use crate::error::YieldError;
@@ -57,10 +59,9 @@ use crate::exit::ExitReason;
 use crate::payload::Payload;
 use crate::pid::Pid;
 use crate::runtime::drop_quietly;
-use crate::runtime::Handle;
 use crate::services::monitors::MonitorRef;
+use crate::services::timers::{Timer, Timers};
 use crate::sync::{Condvar, Mutex};
-use crate::time::timer::{Timer, Timers};
 
 /// A request as the callee receives it: `recv!(Request<Q, R>)` (or a hand-written
 /// process's message payload). Answer with `reply.send(value)`.

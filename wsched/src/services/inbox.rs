@@ -21,11 +21,11 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::engine::context::Context;
+use crate::engine::handle::Handle;
 use crate::engine::process::{Event, Events, Message, Process, Status, StepOutput};
 use crate::error::{InitError, SendError, SpawnError, StepError};
 use crate::payload::{Payload, Payloads};
 use crate::pid::Pid;
-use crate::runtime::Handle;
 use crate::services::monitors::MonitorRef;
 
 /// A mailbox with a PID for a thread outside the scheduler: processes send to it as

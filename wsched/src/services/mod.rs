@@ -1,7 +1,7 @@
 //! The Erlang-style services built on the engine: names, monitors, links, calls,
-//! dead letters, unobserved failures, held messages and inboxes.
+//! timed messages and inboxes.
 //!
-//! May use: `command`, `time`, `engine`, the crate root.
+//! May use: `observe`, `engine`, `time`, the crate root.
 //!
 //! | file | concern |
 //! |---|---|
@@ -9,16 +9,14 @@
 //! | `monitors.rs` | monitors: `Down` messages when a watched process ends; the table monitors and links share |
 //! | `links.rs` | links: processes that end together, or trap the other's end as `Exit` messages |
 //! | `calls.rs` | request/reply calls: `Request`, `Reply`, `CallError`, the blocking `Handle::call`, the built-in `Call` command and its timer |
-//! | `dead_letters.rs` | messages still unread when their process ends, to a hook and a count |
-//! | `held.rs` | messages a process took in but has not received, for listings |
+//! | `timed.rs` | timed messages: `send_after`, `send_interval`, their [`TimerRef`](crate::TimerRef) |
+//! | `timers.rs` | what the scheduler's timers carry: sleeps' completers, timed messages, calls' timeouts |
 //! | `inbox.rs` | inboxes: a mailbox with a PID for a thread outside the scheduler |
-//! | `unobserved.rs` | failures nobody joins, monitors or links to, to a hook (stderr by default) and a count |
 
 pub(crate) mod calls;
-pub(crate) mod dead_letters;
-pub(crate) mod held;
 pub(crate) mod inbox;
 pub(crate) mod links;
 pub(crate) mod monitors;
 pub(crate) mod names;
-pub(crate) mod unobserved;
+pub(crate) mod timed;
+pub(crate) mod timers;

@@ -88,12 +88,12 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 
 use crate::engine::cell::CellRef;
+use crate::engine::handle::Handle;
 use crate::engine::shared::Shared;
 use crate::exit::ExitReason;
 use crate::fast_hash::FastHash;
 use crate::payload::Payload;
 use crate::pid::Pid;
-use crate::runtime::Handle;
 use crate::services::calls::{Answer, CallSlot};
 use crate::sync::{AtomicBool, AtomicU64, Condvar, Mutex, Ordering};
 

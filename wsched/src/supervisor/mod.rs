@@ -208,7 +208,7 @@
 // vocabulary (`Pid`, `Payload`, errors); nothing below it names it, except
 // `Context::spawn_supervised`, the one hook that marks its children for shutdown.
 //
-// May use: `runtime`, `observe`, `services`, `command`, `time`, `engine`, the crate root.
+// May use: `runtime`, `command`, `services`, `observe`, `engine`, `time`, the crate root.
 mod dynamic;
 mod pool;
 mod process;
@@ -222,9 +222,9 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::engine::context::Context;
+use crate::engine::handle::Handle;
 use crate::exit::ExitReason;
 use crate::pid::Pid;
-use crate::runtime::Handle;
 use crate::type_name::plural;
 
 pub use dynamic::{ChildError, DeleteChild, RestartChild, StartChild, TerminateChild};

@@ -1,11 +1,11 @@
-//! Time: the timer wheel and its thread, and timed messages.
+//! Time: the timer wheel and the thread that drives it, generic over what a timer
+//! carries (the services give it sleeps' completers, timed messages and calls'
+//! timeouts: `services/timers.rs`).
 //!
-//! May use: `engine`, the crate root.
+//! May use: the crate root.
 //!
 //! | file | concern |
 //! |---|---|
 //! | `timer.rs` | the hierarchical timer wheel and the thread that fires it |
-//! | `timed.rs` | timed messages: `send_after`, `send_interval`, their [`TimerRef`](crate::TimerRef) |
 
-pub(crate) mod timed;
 pub(crate) mod timer;

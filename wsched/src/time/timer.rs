@@ -51,9 +51,9 @@
 //! processes that never sleep never take the lock for them. Everything else happens
 //! under the one lock.
 //!
-//! A pending timer costs its entry (72 bytes: a [`Timer`], which is a `Sleep`'s
-//! completer, a boxed timed message or a boxed call, and the wheel's bookkeeping) and a 4-byte slot
-//! index. Storage grows to the peak of pending timers and is reused; once no
+//! A pending timer costs its entry (72 bytes for the scheduler's timers: the item, a
+//! `Sleep`'s completer, a boxed timed message or a boxed call (see
+//! `services/timers.rs`), and the wheel's bookkeeping) and a 4-byte slot index. Storage grows to the peak of pending timers and is reused; once no
 //! timer is pending, storage grown by a burst is given back to the allocator.
 //!
 //! # The thread
@@ -74,13 +74,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::command::completer::RawCompleter;
-use crate::engine::cell::CellRef;
 use crate::engine::process::Tag;
-use crate::payload::Payload;
-use crate::services::calls::CallTimer;
 use crate::sync::{thread, AtomicU32, Condvar, Mutex, Ordering};
-use crate::time::timed::TimedMessage;
 
 /// The wheel's size in 1 ms ticks: its horizon is about a second.
 const SLOTS: u64 = 1024;
@@ -109,63 +104,6 @@ pub(crate) trait TimerItem: Sized + Send + 'static {
     /// Drops a timer that will not fire, without completing it: its process ended or
     /// withdrew the yield.
     fn release(self);
-}
-
-/// What the scheduler's timers carry.
-pub(crate) enum Timer {
-    /// A `Sleep` (or a receive timeout): firing completes the yield.
-    Wake(RawCompleter),
-    /// A timed message: firing sends it (see `timed.rs`). Boxed, so that a `Sleep`'s
-    /// entry does not grow to a message's size.
-    Message(Box<TimedMessage>),
-    /// A process's call (see `runtime/calls.rs`): firing times the call out;
-    /// released, it closes the call. Boxed as a message is.
-    Call(Box<CallTimer>),
-}
-
-impl TimerItem for Timer {
-    type Scratch = Vec<CellRef>;
-
-    fn owner(&self) -> &TimerList {
-        match self {
-            Self::Wake(completer) => completer.cell().timers(),
-            Self::Message(message) => message.timers(),
-            Self::Call(call) => call.cell().timers(),
-        }
-    }
-
-    fn tag(&self) -> Tag {
-        match self {
-            Self::Wake(completer) => completer.tag(),
-            // Found by its own list, never by tag.
-            Self::Message(_) => Tag(0),
-            Self::Call(call) => call.tag(),
-        }
-    }
-
-    fn fire(due: &mut Vec<Self>, woken: &mut Vec<CellRef>) {
-        for timer in due.drain(..) {
-            match timer {
-                Self::Wake(completer) => completer.deliver_deferred(Ok(Payload::unit()), woken),
-                // Sent at once (each wakes its target through the usual send path): a
-                // message's target is found by PID, not through a cell at hand.
-                Self::Message(message) => message.fire(),
-                Self::Call(call) => call.fire(),
-            }
-        }
-        if let Some(first) = woken.first() {
-            let handle = first.handle().clone();
-            handle.shared().schedule_batch(woken);
-        }
-    }
-
-    fn release(self) {
-        match self {
-            Self::Wake(completer) => completer.release(),
-            Self::Message(message) => message.release(),
-            Self::Call(call) => call.release(),
-        }
-    }
 }
 
 /// A process's pending timers: the head of their list through the wheel's entries
@@ -376,6 +314,13 @@ struct Wheel<T> {
     len: usize,
     /// Timers pending with a deadline (not [`Place::Never`]): what the thread wakes for.
     scheduled: usize,
+}
+
+/// The size of one wheel entry holding a `T` (for the size test of the scheduler's
+/// timers).
+#[cfg(test)]
+pub(crate) const fn entry_size<T>() -> usize {
+    std::mem::size_of::<Entry<T>>()
 }
 
 fn slots() -> Box<[Vec<u32>]> {
@@ -748,7 +693,7 @@ struct State<T> {
 }
 
 /// The timer service: see the [module docs](self).
-pub(crate) struct Timers<T: TimerItem = Timer> {
+pub(crate) struct Timers<T: TimerItem> {
     state: Mutex<State<T>>,
     condvar: Condvar,
     clock: Clock,
@@ -1366,15 +1311,6 @@ mod tests {
         assert!(timers.has_thread());
         timers.shutdown();
         assert_eq!(timers.pending(), 0);
-    }
-
-    #[test]
-    #[cfg(target_pointer_width = "64")]
-    fn a_pending_timer_entry_is_72_bytes() {
-        // A `Sleep`'s completer alone made it 64: the timed-message variant (one
-        // pointer) costs the `Option` its niche, which is 8 bytes more.
-        assert_eq!(std::mem::size_of::<RawCompleter>(), 32);
-        assert_eq!(std::mem::size_of::<Entry<Timer>>(), 72);
     }
 
     #[test]

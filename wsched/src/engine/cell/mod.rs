@@ -9,6 +9,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use crate::command::{Completer, Join};
 use crate::engine::bounded::{Bounded, MailboxInfo, Push, Pushed};
 use crate::engine::context::Context;
+use crate::engine::handle::Handle;
+use crate::engine::held::add_messages;
+use crate::engine::held::MessageCount;
 use crate::engine::process::{
     Event, Events, Message, Process, StepOutput, SuspendKind, SuspendPoint,
 };
@@ -17,13 +20,10 @@ use crate::engine::state::{AfterStep, EventKind, ProcessState, State, StopReques
 use crate::entry_name::EntryName;
 use crate::error::{InitError, StepError};
 use crate::error::{JoinError, ProcessError};
-use crate::observe::metrics::MessageCount;
 use crate::observe::trace::{self, SpanSlot};
 use crate::payload::{PackedPayloads, Payload, Payloads};
 use crate::pid::Pid;
 use crate::runtime::panic_message;
-use crate::runtime::Handle;
-use crate::services::held::add_messages;
 use crate::spin_lock::{MailboxGuard, MailboxLock};
 use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell};
 use crate::time::timer::TimerList;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::engine::process::{Event, Events, Process, Status, StepOutput};
 use crate::error::{InitError, StepError};
 use crate::payload::{Payload, Payloads};
-use crate::time::timed::{self, Repeat};
+use crate::services::timed::{self, Repeat};
 use crate::time::timer::Clock;
 use crate::{Context, Scheduler};
 

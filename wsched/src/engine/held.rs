@@ -26,7 +26,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crossbeam_utils::CachePadded;
 
 use crate::fast_hash::FastHash;
-use crate::observe::metrics::MessageCount;
 use crate::pid::Pid;
 use crate::sync::Mutex;
 
@@ -81,6 +80,24 @@ impl HeldMessages {
                 add_messages(summary, count.type_name, count.count);
             }
         }
+    }
+}
+
+/// How many waiting messages of one type a process has (see
+/// [`ProcessInfo::waiting_messages`](crate::ProcessInfo::waiting_messages)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MessageCount {
+    /// The messages' type, as [`Payload::type_name`](crate::Payload::type_name)
+    /// names it.
+    pub type_name: &'static str,
+    /// How many there are.
+    pub count: usize,
+}
+
+impl MessageCount {
+    pub(crate) fn new(type_name: &'static str, count: usize) -> Self {
+        Self { type_name, count }
     }
 }
 

@@ -54,8 +54,9 @@ use crate::error::{SendErrorKind, TimedSendError};
 use crate::payload::Payload;
 use crate::pid::Pid;
 use crate::runtime::{drop_quietly, Handle};
+use crate::services::timers::{Timer, Timers};
 use crate::sync::Mutex;
-use crate::time::timer::{Timer, TimerList, Timers};
+use crate::time::timer::TimerList;
 use crate::DeadLetterReason;
 
 /// The shortest interval period: the timer's resolution. Shorter periods are
