@@ -163,6 +163,7 @@ extern crate self as wsched;
 
 pub mod command;
 mod context;
+mod entry;
 mod entry_name;
 mod error;
 mod exit;
@@ -212,6 +213,7 @@ pub use wsched_macros::process;
 
 pub use command::{Command, TimerRef};
 pub use context::Context;
+pub use entry::{Entry, EntryRef};
 pub use error::{
     BoxError, BuildError, CancelError, InitError, JoinError, Phase, ProcessError, RegisterError,
     SendError, SendErrorKind, SendNamedError, SendNamedErrorKind, SpawnError, StepError,
