@@ -148,10 +148,10 @@ mod sealed {
 /// mismatch on that argument.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not an entry of `{P}`",
-    label = "an entry of another process",
-    note = "a typed entry (`Worker::RUN`, made by `#[process]` for `#[entry] fn run`) starts \
-            only its own process, with exactly its arguments as a tuple; a name (`\"run\"`) \
-            is checked when the process starts"
+    label = "the typed name of another process's entry",
+    note = "a typed name (`MyProcess::RUN`, which `#[process]` makes for `#[entry] fn run`) \
+            starts only the process it belongs to, with exactly its arguments as a tuple; a \
+            name as a string (`\"run\"`) starts any process, checked when it starts"
 )]
 pub trait EntryRef<P, I>: sealed::Sealed {
     /// The entry's name.
