@@ -101,7 +101,8 @@ type Start = Box<Mutex<dyn FnMut(&Context, SpawnOptions) -> Result<Pid, SpawnErr
 ///     }
 /// }
 ///
-/// let cache = ChildSpec::new("cache", || Cache { entries: 0 }, "serve", (1024_usize,))
+/// // `Cache::SERVE` is the entry's typed name: `1024` is the `usize` it takes.
+/// let cache = ChildSpec::new("cache", || Cache { entries: 0 }, Cache::SERVE, (1024,))
 ///     .restart(Restart::Transient)
 ///     .shutdown(Duration::from_millis(500));
 /// assert_eq!(cache.id(), "cache");
