@@ -453,13 +453,13 @@ impl Handle {
     /// Spawns `process`, running its entry `method` with `input` (`()`, a tuple of
     /// up to eight values, or [`Payloads`](crate::Payloads)). `init` runs on the
     /// calling thread, so its errors come back here; the steps run on the workers.
+    /// The result is kept until claimed, once, by [`wait`](Self::wait) or a
+    /// [`Join`](crate::command::Join).
     ///
     /// `method` is the entry's typed name (`Worker::RUN`, an [`Entry`](crate::Entry)
     /// that `#[process]` makes for each entry), and then `input` must be exactly the
     /// tuple of its argument types, checked at compile time; or its name (`"run"`),
     /// for any `input`, checked by `init`.
-    /// The result is kept until claimed, once, by [`wait`](Self::wait) or a
-    /// [`Join`](crate::command::Join).
     ///
     /// # Errors
     /// [`SpawnError::Init`] when `init` refuses the entry or its arguments (e.g. an
