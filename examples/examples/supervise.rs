@@ -99,7 +99,8 @@ impl Server {
 }
 
 fn server(name: &'static str) -> ChildSpec {
-    ChildSpec::new(name, move || Server { name }, "serve", ()).shutdown(Duration::from_secs(1))
+    ChildSpec::new(name, move || Server { name }, Server::SERVE, ())
+        .shutdown(Duration::from_secs(1))
 }
 
 fn show(title: &str, view: &SupervisorHandle) {

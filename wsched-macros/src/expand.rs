@@ -25,15 +25,89 @@ pub(crate) fn process(attr: TokenStream, item: TokenStream) -> TokenStream {
     };
     lower_methods(&mut model, &mut errors);
     let item = &model.item;
+    // Made even when there are errors, so that spawns elsewhere that use them do
+    // not add errors of their own.
+    let typed_names = typed_names_impl(&model);
     if !errors.is_empty() {
         // Faulty calls were replaced by `unreachable!()`: no warnings about that.
         let errors = errors.into_compile_errors();
-        return quote!(#errors #[allow(unreachable_code)] #item);
+        return quote!(#errors #[allow(unreachable_code)] #item #typed_names);
     }
     let into_process = into_process_impl(&model);
     quote! {
         #item
+        #typed_names
         #into_process
+    }
+}
+
+/// The typed names of the entries: an associated constant of the struct for each,
+/// `Entry<Self, (arguments…)>`, with the method's visibility. (None for an entry
+/// whose arguments were refused, nor one whose name clashes: its type or its name
+/// would repeat the error.)
+fn typed_names_impl(model: &Model) -> TokenStream {
+    let (impl_generics, _, where_clause) = model.item.generics.split_for_impl();
+    let self_ty = &model.item.self_ty;
+    let mut seen = Vec::new();
+    let consts = model.entries.iter().filter_map(|entry| {
+        if !entry.args_ok || seen.contains(&&entry.typed) || clashes(model, &entry.typed) {
+            return None;
+        }
+        seen.push(&entry.typed);
+        let Entry {
+            name,
+            ident,
+            vis,
+            typed,
+            ..
+        } = entry;
+        let types = entry.args.iter().map(|(_, ty)| {
+            let mut ty = ty.clone();
+            StaticLifetimes.visit_type_mut(&mut ty);
+            ty
+        });
+        let doc = format!(
+            " The typed name of the entry `{name}` (`#[entry] fn {ident}`): spawn it with \
+             `Self::{typed}` instead of `\"{name}\"`, and the compiler checks its \
+             arguments, the tuple in this type (see `wsched::Entry`)."
+        );
+        Some(quote_spanned! {ident.span()=>
+            #[doc = #doc]
+            #[allow(dead_code)]
+            #vis const #typed: ::wsched::Entry<Self, (#(#types,)*)> =
+                ::wsched::Entry::new(#name);
+        })
+    });
+    let consts: Vec<_> = consts.collect();
+    if consts.is_empty() {
+        return TokenStream::new();
+    }
+    quote! {
+        impl #impl_generics #self_ty #where_clause {
+            #(#consts)*
+        }
+    }
+}
+
+/// Whether the impl has an item of that name already (reported by the model).
+fn clashes(model: &Model, typed: &syn::Ident) -> bool {
+    model.item.items.iter().any(|item| match item {
+        ImplItem::Const(c) => c.ident == *typed,
+        ImplItem::Fn(f) => f.sig.ident == *typed,
+        ImplItem::Type(t) => t.ident == *typed,
+        _ => false,
+    })
+}
+
+/// Makes the elided lifetimes of an argument type (`Cow<'_, str>`) `'static`, as
+/// decoding infers them: a constant's type cannot elide them.
+struct StaticLifetimes;
+
+impl VisitMut for StaticLifetimes {
+    fn visit_lifetime_mut(&mut self, lifetime: &mut syn::Lifetime) {
+        if lifetime.ident == "_" {
+            *lifetime = syn::Lifetime::new("'static", lifetime.span());
+        }
     }
 }
 

@@ -48,9 +48,10 @@ mod tests;
 ///     }
 /// }
 ///
-/// // On a scheduler: `sched.spawn(Greeter { greeted: 0 }, "greet", ("bob".to_string(),))`.
+/// // On a scheduler: `sched.spawn(Greeter { greeted: 0 }, Greeter::GREET, ("bob".to_string(),))`
+/// // (`Greeter::GREET` is the entry's typed name: the compiler checks the arguments).
 /// // Step by step, without threads:
-/// let mut t = TestProcess::start(Greeter { greeted: 0 }, "greet", ("bob".to_string(),)).unwrap();
+/// let mut t = TestProcess::start(Greeter { greeted: 0 }, Greeter::GREET, ("bob".to_string(),)).unwrap();
 /// let (tag, fetch) = t.expect_yield::<Fetch>();
 /// assert_eq!((tag, fetch.url.as_str()), (Tag(1), "/users/bob"));
 /// t.complete(tag, "<h1>bob</h1>".to_string());
@@ -75,6 +76,15 @@ mod tests;
 ///   gives two payloads). They are owned `Send + 'static` types; patterns are fine.
 /// * Entries are not `async`, `const`, `unsafe`, `extern` or generic (the impl block
 ///   itself may be generic).
+/// * Each entry has a *typed name*: an associated constant of the struct, the entry's
+///   name in capitals (`Greeter::GREET`; made from the method's name when the entry's
+///   is no identifier, as in `#[entry(name = "fetch-all")]`), of type
+///   [`Entry<Self, (A, B, …)>`](../wsched/struct.Entry.html) with the argument types,
+///   and the method's visibility. Spawned with it
+///   (`sched.spawn(Greeter { greeted: 0 }, Greeter::GREET, ("bob".to_string(),))`), the
+///   arguments are checked by the compiler: a wrong type or number is an error at the
+///   spawn, and integer literals take the argument's type. The name as a string stays for
+///   names chosen at run time.
 /// * At `init`, an unknown name fails with [`InitError::UnknownMethod`](../wsched/enum.InitError.html#variant.UnknownMethod),
 ///   which lists the entries; a wrong number of payloads with `ArgumentCount`; a payload of
 ///   the wrong type with `ArgumentType`, naming the entry, the argument, its position and
@@ -234,6 +244,8 @@ mod tests;
 ///   impl without `#[entry]`; duplicate entry names; a bad `#[entry(...)]` argument;
 /// * an entry that is `async`, generic, `const`, `unsafe`, whose receiver is not
 ///   `&mut self`, or whose argument is a reference or `impl Trait`;
+/// * an entry whose typed name is the name of another item of the impl, or of another
+///   entry's typed name (`go_on` and `goOn` are both `GO_ON`);
 /// * `yield_cmd!`, `yield_all!`, `recv!` or `call!` outside entries and `#[suspend]` methods, or
 ///   inside a closure or an async block in one (these are not part of the coroutine);
 /// * `.await` in an entry, except on this impl's own entries and `#[suspend]` methods;
@@ -260,7 +272,9 @@ mod tests;
 /// # What it generates
 ///
 /// The impl block itself, with entries and `#[suspend]` methods made `async fn` and the
-/// DSL calls rewritten to await the suspension points of `wsched::__private`; and
+/// DSL calls rewritten to await the suspension points of `wsched::__private`; a second
+/// inherent impl with the entries' typed names (`const GREET: Entry<Self, (String,)>`);
+/// and
 /// `IntoProcess for YourStruct`, whose process is the generic state machine that steps the
 /// coroutine with a no-op waker. The machine gets the entry names and a closure that, at
 /// `init`, decodes the arguments of the entry asked for and builds the coroutine: one

@@ -55,6 +55,13 @@ pub(crate) struct Entry {
     pub(crate) fallible: bool,
     /// The span of the return type (or of the signature when there is none).
     pub(crate) output_span: Span,
+    /// The method's visibility, which its typed name gets too.
+    pub(crate) vis: syn::Visibility,
+    /// The associated constant that names it, typed (`RUN` for `fn run`).
+    pub(crate) typed: syn::Ident,
+    /// Whether every argument type can be decoded (else no typed name is made:
+    /// its type would repeat the error).
+    pub(crate) args_ok: bool,
 }
 
 /// The checked model of a `#[process]` impl.
@@ -173,24 +180,63 @@ fn arg_name(pat: &Pat) -> String {
     }
 }
 
-fn check_arg_type(ty: &Type, errors: &mut Errors) {
+/// Whether `ty` can be an entry's argument; reports why not.
+fn check_arg_type(ty: &Type, errors: &mut Errors) -> bool {
     match ty {
-        Type::Reference(r) if r.lifetime.as_ref().is_some_and(|l| l.ident == "static") => {}
-        Type::Reference(_) => errors.at(
-            ty,
-            "entry arguments are decoded from owned input payloads: take an owned type \
-             (e.g. `String` instead of `&str`, `Vec<T>` instead of `&[T]`) or a \
-             `&'static` reference",
-        ),
-        Type::ImplTrait(_) => errors.at(
-            ty,
-            "entry arguments are decoded from input payloads by type: `impl Trait` cannot \
-             be decoded; name a concrete type",
-        ),
+        Type::Reference(r) if r.lifetime.as_ref().is_some_and(|l| l.ident == "static") => true,
+        Type::Reference(_) => {
+            errors.at(
+                ty,
+                "entry arguments are decoded from owned input payloads: take an owned type \
+                 (e.g. `String` instead of `&str`, `Vec<T>` instead of `&[T]`) or a \
+                 `&'static` reference",
+            );
+            false
+        }
+        Type::ImplTrait(_) => {
+            errors.at(
+                ty,
+                "entry arguments are decoded from input payloads by type: `impl Trait` cannot \
+                 be decoded; name a concrete type",
+            );
+            false
+        }
         Type::Paren(p) => check_arg_type(&p.elem, errors),
         Type::Group(g) => check_arg_type(&g.elem, errors),
-        _ => {}
+        // rustc reports `_` on the method; the typed name would repeat it.
+        Type::Infer(_) => false,
+        _ => true,
     }
+}
+
+/// The name of an entry's typed name: the entry's name in capitals, words split by
+/// `_` (`run` → `RUN`, `handle_request` → `HANDLE_REQUEST`, `fetchAll` →
+/// `FETCH_ALL`); the method's, so made, when the entry's name is no identifier
+/// (`#[entry(name = "fetch-all")]`). Spanned on `span`.
+pub(crate) fn typed_name(name: &str, method: &syn::Ident, span: Span) -> syn::Ident {
+    fn capitals(text: &str) -> String {
+        let mut out = String::with_capacity(text.len() + 4);
+        let mut previous_lower = false;
+        for c in text.chars() {
+            if c.is_uppercase() && previous_lower {
+                out.push('_');
+            }
+            previous_lower = c.is_lowercase() || c.is_ascii_digit();
+            out.extend(c.to_uppercase());
+        }
+        out
+    }
+    let method = method.to_string();
+    let method = capitals(method.strip_prefix("r#").unwrap_or(&method));
+    let identifier = name
+        .chars()
+        .next()
+        .is_some_and(|c| c == '_' || c.is_alphabetic())
+        && name.chars().all(|c| c == '_' || c.is_alphanumeric());
+    let text = Some(capitals(name))
+        .filter(|text| identifier && text != "_" && syn::parse_str::<syn::Ident>(text).is_ok())
+        .unwrap_or(method);
+    syn::Ident::new(&text, span)
 }
 
 /// Whether a return type is a `Result`: its last path segment is named `Result`
@@ -233,13 +279,17 @@ fn check_entry(f: &ImplItemFn, name: Option<LitStr>, errors: &mut Errors) -> Ent
         ),
     }
     let mut args = Vec::new();
+    let mut args_ok = true;
     for input in inputs {
         match input {
             FnArg::Typed(pt) => {
-                check_arg_type(&pt.ty, errors);
+                args_ok &= check_arg_type(&pt.ty, errors);
                 args.push((arg_name(&pt.pat), (*pt.ty).clone()));
             }
-            FnArg::Receiver(r) => errors.at(r, "unexpected receiver"),
+            FnArg::Receiver(r) => {
+                errors.at(r, "unexpected receiver");
+                args_ok = false;
+            }
         }
     }
     let (fallible, output_span) = match &sig.output {
@@ -249,12 +299,17 @@ fn check_entry(f: &ImplItemFn, name: Option<LitStr>, errors: &mut Errors) -> Ent
     let name_str = name
         .as_ref()
         .map_or_else(|| sig.ident.to_string(), LitStr::value);
+    let name_span = name.as_ref().map_or(sig.ident.span(), LitStr::span);
+    let typed = typed_name(&name_str, &sig.ident, name_span);
     Entry {
         name: name_str,
         ident: sig.ident.clone(),
         args,
         fallible,
         output_span,
+        vis: f.vis.clone(),
+        typed,
+        args_ok,
     }
 }
 
@@ -357,6 +412,7 @@ pub(crate) fn parse(
         }
         roles.push(role);
     }
+    check_typed_names(&item, &entries, errors);
     if entries.is_empty() {
         errors.at(
             &item.self_ty,
@@ -369,6 +425,46 @@ pub(crate) fn parse(
         roles,
         entries,
     })
+}
+
+/// The typed names of the entries must not clash with each other or with the
+/// impl's own constants, methods and types (which share their namespace).
+fn check_typed_names(item: &ItemImpl, entries: &[Entry], errors: &mut Errors) {
+    for (i, entry) in entries.iter().enumerate() {
+        let typed = entry.typed.to_string();
+        if let Some(other) = entries[..i].iter().find(|e| e.typed == entry.typed) {
+            if other.name == entry.name {
+                // A duplicate name, reported as such.
+                continue;
+            }
+            errors.span(
+                entry.typed.span(),
+                format!(
+                    "entries `{}` and `{}` would both have the typed name `Self::{typed}` \
+                     (an entry's name in capitals): rename one",
+                    other.name, entry.name
+                ),
+            );
+            continue;
+        }
+        let clash = item.items.iter().any(|impl_item| match impl_item {
+            ImplItem::Const(c) => c.ident == typed,
+            ImplItem::Fn(f) => f.sig.ident == typed,
+            ImplItem::Type(t) => t.ident == typed,
+            _ => false,
+        });
+        if clash {
+            errors.span(
+                entry.typed.span(),
+                format!(
+                    "the typed name of entry `{}` is `Self::{typed}` (its name in capitals, \
+                     for spawns whose arguments the compiler checks), but this impl already \
+                     has an item `{typed}`: rename one of them",
+                    entry.name
+                ),
+            );
+        }
+    }
 }
 
 fn impl_item_attrs(item: &ImplItem) -> &[Attribute] {

@@ -121,3 +121,43 @@ fn errors_are_reported_together() {
     let messages = compile_errors(out);
     snapshot!(messages.join("\n"));
 }
+
+#[test]
+fn typed_names_follow_entry_names_visibility_and_elided_lifetimes() {
+    snapshot!(expand(quote! {
+        impl Fetcher {
+            /// A name that is no identifier: the method's, in capitals.
+            #[entry(name = "fetch-all")]
+            pub(crate) fn fetch_all_pages(&mut self, key: Cow<'_, str>, limit: u32) {}
+
+            #[entry]
+            fn handleRequest(&mut self) {}
+
+            #[entry]
+            pub fn r#loop(&mut self, pid: Pid) {}
+        }
+    }));
+}
+
+#[test]
+fn typed_names_that_clash_are_reported() {
+    let out = crate::expand::process(
+        quote!(),
+        quote! {
+            impl Clash {
+                const RUN: u32 = 1;
+
+                #[entry]
+                fn run(&mut self) {}
+
+                #[entry(name = "go_on")]
+                fn a(&mut self) {}
+
+                #[entry(name = "goOn")]
+                fn b(&mut self) {}
+            }
+        },
+    );
+    let messages = compile_errors(out);
+    snapshot!(messages.join("\n"));
+}

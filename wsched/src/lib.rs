@@ -64,7 +64,9 @@
 //!
 //! **Processes and entries.** A process owns its struct for as long as it runs. It is
 //! started by naming one of its entries and passing the arguments as a tuple
-//! ([`Scheduler::spawn`], [`this::spawn`], the [`Spawn`](command::Spawn) command); it
+//! ([`Scheduler::spawn`], [`this::spawn`], the [`Spawn`](command::Spawn) command):
+//! by the entry's typed name (`Greeter::GREET`, an [`Entry`]), whose arguments the
+//! compiler checks, or by its name as a string (`"greet"`), checked at run time; it
 //! has a [`Pid`] and a mailbox, and it ends with a result, which whoever joins it
 //! gets ([`Scheduler::wait`], the [`Join`](command::Join) command), and an
 //! [`ExitReason`].
@@ -163,6 +165,7 @@ extern crate self as wsched;
 
 pub mod command;
 mod engine;
+mod entry;
 mod entry_name;
 mod error;
 mod exit;
@@ -219,6 +222,7 @@ pub use engine::process::{
     Completion, Event, Events, Message, Process, Status, StepOutput, SuspendKind, SuspendPoint,
     Tag, Yield,
 };
+pub use entry::{Entry, EntryRef};
 pub use error::{
     BoxError, BuildError, CancelError, InitError, JoinError, Phase, ProcessError, RecvError,
     RegisterError, SendError, SendErrorKind, SendNamedError, SendNamedErrorKind, SpawnError,

@@ -107,6 +107,7 @@ use crate::engine::process::{
     init_process, panic_message, Completion, Event, Events, IntoProcess, Message, Process, Status,
     StepOutput, SuspendPoint, Tag, Yield,
 };
+use crate::entry::EntryRef;
 use crate::error::{
     CancelError, InitError, Phase, ProcessError, RegisterError, SendError, SendErrorKind,
     SendNamedError, SendNamedErrorKind, SpawnError, StepError, TimedSendError, YieldError,
@@ -659,15 +660,17 @@ pub struct TestProcess {
 
 impl TestProcess {
     /// Initialises `process` as PID `<1>` to run entry `method` with `input`, and runs its
-    /// first step (with no events), as the scheduler does after spawning it.
+    /// first step (with no events), as the scheduler does after spawning it. `method`
+    /// is the entry's typed name (`Worker::RUN`, whose arguments the compiler checks:
+    /// see [`Entry`](crate::Entry)) or its name (`"run"`).
     ///
     /// # Errors
     /// The [`InitError`] of a refused init (unknown entry, wrong arguments). A panic in
     /// `init` is resumed.
-    pub fn start<P: IntoProcess>(
+    pub fn start<P: IntoProcess, I: IntoPayloads>(
         process: P,
-        method: &str,
-        input: impl IntoPayloads,
+        method: impl EntryRef<P, I>,
+        input: I,
     ) -> Result<Self, InitError> {
         let mut t = Self::init(process, method, input)?;
         t.step();
@@ -679,10 +682,10 @@ impl TestProcess {
     ///
     /// # Errors
     /// As [`start`](Self::start).
-    pub fn init<P: IntoProcess>(
+    pub fn init<P: IntoProcess, I: IntoPayloads>(
         process: P,
-        method: &str,
-        input: impl IntoPayloads,
+        method: impl EntryRef<P, I>,
+        input: I,
     ) -> Result<Self, InitError> {
         let recorder = Recorder::new();
         let pid = recorder.next_pid();
@@ -690,11 +693,11 @@ impl TestProcess {
         let ctx = recorder.context(pid);
         // SAFETY: the box keeps the process in place until it is dropped.
         unsafe { process.__stays_in_place() };
-        if let Err(e) = process.init(ctx, method, input.into_payloads()) {
+        if let Err(e) = process.init(ctx, method.name(), input.into_payloads()) {
             process.close();
             return Err(e);
         }
-        Ok(Self::new(process, pid, method.to_owned(), recorder))
+        Ok(Self::new(process, pid, method.name().to_owned(), recorder))
     }
 
     /// Takes over a process spawned through the context of another test process (see

@@ -720,6 +720,66 @@ fn a_child_that_cannot_start_fails_the_supervisor_after_stopping_the_others() {
     s.shutdown(PATIENCE);
 }
 
+/// Regression: the failure was published (`error()`) only once the others had
+/// stopped, and the view never said which child failed, so a supervisor still
+/// stopping a slow child showed nothing until the scheduler was dropped.
+#[test]
+fn a_child_that_cannot_start_shows_in_the_view_and_the_error_at_once() {
+    let s = scheduler(1);
+    let log = Log::default();
+    let log2 = log.clone();
+    let sup = Supervisor::new(Strategy::OneForOne)
+        // Ignores its cancel, and is given all the time it takes: the supervisor
+        // stays shutting down until it is killed.
+        .child(worker("slow", &log, Mode::Stubborn).shutdown(Duration::MAX))
+        .child(ChildSpec::new(
+            "bad",
+            move || Worker {
+                id: "bad",
+                log: log2.clone(),
+                mode: Mode::Obedient,
+            },
+            "no such entry",
+            (),
+        ));
+    let view = sup.handle();
+    let sup_pid = s.spawn(sup, Supervisor::ENTRY, ()).unwrap();
+    assert!(
+        view.wait_state(SupervisorState::ShuttingDown, PATIENCE),
+        "{view:?}"
+    );
+    // While it still stops `slow`, it says why it ends, and which child failed.
+    let error = view
+        .error()
+        .expect("the failure, before the supervisor ends");
+    assert!(
+        matches!(&error, SupervisorError::StartFailed { child, message }
+            if child == "bad" && message.contains("no such entry")),
+        "{error:?}"
+    );
+    let bad = view.child("bad").unwrap();
+    assert_eq!(bad.pid, None);
+    let why = bad
+        .start_error
+        .expect("the view shows why `bad` is not running");
+    assert!(why.contains("no such entry"), "{why}");
+    assert_eq!(view.child("slow").unwrap().start_error, None);
+    // It ends as it said, once `slow` has.
+    let slow = view.child("slow").unwrap().pid.expect("`slow` runs");
+    let down = s.monitor(sup_pid);
+    s.kill(slow).unwrap();
+    let reason = down.wait_timeout(PATIENCE).expect("it ends").reason;
+    assert_eq!(
+        reason,
+        ExitReason::Error {
+            message: error.to_string()
+        }
+    );
+    assert_eq!(view.state(), SupervisorState::Ended);
+    assert_eq!(view.error(), Some(error));
+    s.shutdown(PATIENCE);
+}
+
 #[test]
 fn a_restart_that_cannot_start_counts_again_until_the_intensity_is_exceeded() {
     let s = scheduler(1);
@@ -772,6 +832,9 @@ fn a_restart_that_cannot_start_counts_again_until_the_intensity_is_exceeded() {
     );
     assert_eq!(view.child("flaky").unwrap().restarts, 0, "none succeeded");
     assert_eq!(view.restarts(), 3);
+    // The view says why the restarts failed.
+    let why = view.child("flaky").unwrap().start_error.unwrap_or_default();
+    assert!(why.contains("the factory is broken"), "{why}");
 
     // At the first start, a panicking factory is a start failure.
     let broken = Supervisor::new(Strategy::OneForOne).child(ChildSpec::new(

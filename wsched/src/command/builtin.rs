@@ -10,6 +10,7 @@ use super::handler::{Placement, Registration};
 use crate::command::{Call, Command};
 use crate::engine::cell::{NewProcess, ResultWaiter, StashedProcess};
 use crate::engine::process::IntoProcess;
+use crate::entry::EntryRef;
 use crate::error::JoinError;
 use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
@@ -48,29 +49,58 @@ pub struct Spawn {
 
 impl Spawn {
     /// Spawn `process` running entry `method` with `input`; its result is kept until
-    /// claimed with [`Join`].
-    pub fn new<P: IntoProcess>(process: P, method: &str, input: impl IntoPayloads) -> Self {
+    /// claimed with [`Join`]. `method` is the entry's typed name (`Worker::RUN`,
+    /// whose arguments the compiler checks: see [`Entry`](crate::Entry)) or its name
+    /// (`"run"`).
+    pub fn new<P: IntoProcess, I: IntoPayloads>(
+        process: P,
+        method: impl EntryRef<P, I>,
+        input: I,
+    ) -> Self {
         Self {
-            process: NewProcess::new(process.into_process(), method, input.into_payloads(), false)
-                .stash(),
+            process: NewProcess::new(
+                process.into_process(),
+                method.name(),
+                input.into_payloads(),
+                false,
+            )
+            .stash(),
         }
     }
 
     /// Like [`new`](Self::new), but the child's result is discarded when it finishes.
-    pub fn detached<P: IntoProcess>(process: P, method: &str, input: impl IntoPayloads) -> Self {
+    pub fn detached<P: IntoProcess, I: IntoPayloads>(
+        process: P,
+        method: impl EntryRef<P, I>,
+        input: I,
+    ) -> Self {
         Self {
-            process: NewProcess::new(process.into_process(), method, input.into_payloads(), true)
-                .stash(),
+            process: NewProcess::new(
+                process.into_process(),
+                method.name(),
+                input.into_payloads(),
+                true,
+            )
+            .stash(),
         }
     }
 
     /// Like [`new`](Self::new), and the child is linked to the spawning process before
     /// it can run (see [`Context::spawn_linked`](crate::Context::spawn_linked)).
-    pub fn linked<P: IntoProcess>(process: P, method: &str, input: impl IntoPayloads) -> Self {
+    pub fn linked<P: IntoProcess, I: IntoPayloads>(
+        process: P,
+        method: impl EntryRef<P, I>,
+        input: I,
+    ) -> Self {
         Self {
-            process: NewProcess::new(process.into_process(), method, input.into_payloads(), false)
-                .link_to_parent()
-                .stash(),
+            process: NewProcess::new(
+                process.into_process(),
+                method.name(),
+                input.into_payloads(),
+                false,
+            )
+            .link_to_parent()
+            .stash(),
         }
     }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::command::TimerRef;
 use crate::engine::cell::{CellRef, NewProcess, ThinCell};
 use crate::engine::process::{IntoProcess, Message};
+use crate::entry::EntryRef;
 use crate::error::{
     CancelError, RegisterError, SendError, SendNamedError, SpawnError, TimedSendError,
 };
@@ -143,16 +144,20 @@ impl Context {
     /// Spawns `process` running entry `method` with `input`. Its result is kept until
     /// someone claims it with a join or a wait.
     ///
+    /// `method` is the entry's typed name (`Worker::RUN`: see [`Entry`](crate::Entry)),
+    /// which fixes the type of `input` at compile time, or its name (`"run"`), for
+    /// any `input`, checked by the child's `init`.
+    ///
     /// # Errors
     /// [`SpawnError`] when the entry does not exist, its `init` fails or panics, or
     /// the scheduler is shutting down.
-    pub fn spawn<P: IntoProcess>(
+    pub fn spawn<P: IntoProcess, I: IntoPayloads>(
         &self,
         process: P,
-        method: &str,
-        input: impl IntoPayloads,
+        method: impl EntryRef<P, I>,
+        input: I,
     ) -> Result<Pid, SpawnError> {
-        self.spawn_new(process, method, input, false)
+        self.spawn_new(process, method.name(), input, false)
     }
 
     /// Like [`spawn`](Self::spawn), but nobody will claim the result: it is dropped
@@ -160,13 +165,13 @@ impl Context {
     ///
     /// # Errors
     /// As [`spawn`](Self::spawn).
-    pub fn spawn_detached<P: IntoProcess>(
+    pub fn spawn_detached<P: IntoProcess, I: IntoPayloads>(
         &self,
         process: P,
-        method: &str,
-        input: impl IntoPayloads,
+        method: impl EntryRef<P, I>,
+        input: I,
     ) -> Result<Pid, SpawnError> {
-        self.spawn_new(process, method, input, true)
+        self.spawn_new(process, method.name(), input, true)
     }
 
     /// Like [`spawn`](Self::spawn), as `options` say: with a bounded mailbox
@@ -175,14 +180,19 @@ impl Context {
     /// # Errors
     /// As [`spawn`](Self::spawn), plus [`SpawnError::ZeroMailboxCapacity`] for a
     /// bounded mailbox of capacity 0.
-    pub fn spawn_with<P: IntoProcess>(
+    pub fn spawn_with<P: IntoProcess, I: IntoPayloads>(
         &self,
         process: P,
-        method: &str,
-        input: impl IntoPayloads,
+        method: impl EntryRef<P, I>,
+        input: I,
         options: SpawnOptions,
     ) -> Result<Pid, SpawnError> {
-        let process = NewProcess::new(process.into_process(), method, input.into_payloads(), false);
+        let process = NewProcess::new(
+            process.into_process(),
+            method.name(),
+            input.into_payloads(),
+            false,
+        );
         self.backend()
             .spawn(Some(self.pid()), options.apply(process))
     }
@@ -348,14 +358,19 @@ impl Context {
     ///
     /// # Errors
     /// As [`spawn`](Self::spawn); no link is made then.
-    pub fn spawn_linked<P: IntoProcess>(
+    pub fn spawn_linked<P: IntoProcess, I: IntoPayloads>(
         &self,
         process: P,
-        method: &str,
-        input: impl IntoPayloads,
+        method: impl EntryRef<P, I>,
+        input: I,
     ) -> Result<Pid, SpawnError> {
-        let process = NewProcess::new(process.into_process(), method, input.into_payloads(), false)
-            .link_to_parent();
+        let process = NewProcess::new(
+            process.into_process(),
+            method.name(),
+            input.into_payloads(),
+            false,
+        )
+        .link_to_parent();
         self.backend().spawn(Some(self.pid()), process)
     }
 
@@ -367,14 +382,14 @@ impl Context {
     ///
     /// # Errors
     /// As [`spawn_with`](Self::spawn_with); no link is made then.
-    pub fn spawn_linked_with<P: IntoProcess>(
+    pub fn spawn_linked_with<P: IntoProcess, I: IntoPayloads>(
         &self,
         process: P,
-        method: &str,
-        input: impl IntoPayloads,
+        method: impl EntryRef<P, I>,
+        input: I,
         options: SpawnOptions,
     ) -> Result<Pid, SpawnError> {
-        self.spawn_linked_new(process, method, input, options, false)
+        self.spawn_linked_new(process, method.name(), input, options, false)
     }
 }
 

@@ -90,6 +90,7 @@ use super::io;
 use crate::command::TimerRef;
 use crate::engine::context::Context;
 use crate::engine::process::IntoProcess;
+use crate::entry::EntryRef;
 use crate::error::{
     CancelError, RegisterError, SendError, SendNamedError, SpawnError, TimedSendError,
 };
@@ -183,7 +184,9 @@ pub fn kill(pid: Pid) -> Result<(), CancelError> {
 }
 
 /// Spawns a process whose result can be joined. See [`Context::spawn`]; to wait for
-/// its result from an entry, yield [`Join`](crate::command::Join).
+/// its result from an entry, yield [`Join`](crate::command::Join). `method` is the
+/// entry's typed name (`Worker::RUN`, whose arguments the compiler checks: see
+/// [`Entry`](crate::Entry)) or its name (`"run"`).
 ///
 /// # Errors
 /// [`SpawnError`] when the entry is unknown, `init` refuses the arguments or panics,
@@ -192,10 +195,10 @@ pub fn kill(pid: Pid) -> Result<(), CancelError> {
 /// # Panics
 /// Outside a step of a `#[process]` process.
 #[track_caller]
-pub fn spawn<P: IntoProcess>(
+pub fn spawn<P: IntoProcess, I: IntoPayloads>(
     process: P,
-    method: &str,
-    input: impl IntoPayloads,
+    method: impl EntryRef<P, I>,
+    input: I,
 ) -> Result<Pid, SpawnError> {
     io::with_context("wsched::this::spawn()", |ctx| {
         ctx.spawn(process, method, input)
@@ -210,10 +213,10 @@ pub fn spawn<P: IntoProcess>(
 /// # Panics
 /// Outside a step of a `#[process]` process.
 #[track_caller]
-pub fn spawn_detached<P: IntoProcess>(
+pub fn spawn_detached<P: IntoProcess, I: IntoPayloads>(
     process: P,
-    method: &str,
-    input: impl IntoPayloads,
+    method: impl EntryRef<P, I>,
+    input: I,
 ) -> Result<Pid, SpawnError> {
     io::with_context("wsched::this::spawn_detached()", |ctx| {
         ctx.spawn_detached(process, method, input)
@@ -230,10 +233,10 @@ pub fn spawn_detached<P: IntoProcess>(
 /// # Panics
 /// Outside a step of a `#[process]` process.
 #[track_caller]
-pub fn spawn_with<P: IntoProcess>(
+pub fn spawn_with<P: IntoProcess, I: IntoPayloads>(
     process: P,
-    method: &str,
-    input: impl IntoPayloads,
+    method: impl EntryRef<P, I>,
+    input: I,
     options: SpawnOptions,
 ) -> Result<Pid, SpawnError> {
     io::with_context("wsched::this::spawn_with()", |ctx| {
@@ -389,10 +392,10 @@ pub fn trap_exits(on: bool) {
 /// # Panics
 /// Outside a step of a `#[process]` process.
 #[track_caller]
-pub fn spawn_linked<P: IntoProcess>(
+pub fn spawn_linked<P: IntoProcess, I: IntoPayloads>(
     process: P,
-    method: &str,
-    input: impl IntoPayloads,
+    method: impl EntryRef<P, I>,
+    input: I,
 ) -> Result<Pid, SpawnError> {
     io::with_context("wsched::this::spawn_linked()", |ctx| {
         ctx.spawn_linked(process, method, input)

@@ -14,6 +14,7 @@ use crate::engine::handle::Handle;
 use crate::engine::process::IntoProcess;
 use crate::engine::shared::Shared;
 use crate::engine::spawn_options::SpawnOptions;
+use crate::entry::EntryRef;
 use crate::error::{
     BuildError, CancelError, JoinError, RegisterError, SendError, SendNamedError, SpawnError,
     TimedSendError,
@@ -119,11 +120,11 @@ impl Scheduler {
     ///
     /// # Errors
     /// As [`Handle::spawn`].
-    pub fn spawn<P: IntoProcess>(
+    pub fn spawn<P: IntoProcess, I: IntoPayloads>(
         &self,
         process: P,
-        method: &str,
-        input: impl IntoPayloads,
+        method: impl EntryRef<P, I>,
+        input: I,
     ) -> Result<Pid, SpawnError> {
         self.handle.spawn(process, method, input)
     }
@@ -140,11 +141,11 @@ impl Scheduler {
     ///
     /// # Errors
     /// As [`Handle::spawn`].
-    pub fn spawn_detached<P: IntoProcess>(
+    pub fn spawn_detached<P: IntoProcess, I: IntoPayloads>(
         &self,
         process: P,
-        method: &str,
-        input: impl IntoPayloads,
+        method: impl EntryRef<P, I>,
+        input: I,
     ) -> Result<Pid, SpawnError> {
         self.handle.spawn_detached(process, method, input)
     }
@@ -153,11 +154,11 @@ impl Scheduler {
     ///
     /// # Errors
     /// As [`Handle::spawn_with`].
-    pub fn spawn_with<P: IntoProcess>(
+    pub fn spawn_with<P: IntoProcess, I: IntoPayloads>(
         &self,
         process: P,
-        method: &str,
-        input: impl IntoPayloads,
+        method: impl EntryRef<P, I>,
+        input: I,
         options: SpawnOptions,
     ) -> Result<Pid, SpawnError> {
         self.handle.spawn_with(process, method, input, options)
@@ -441,17 +442,22 @@ impl Handle {
     /// The result is kept until claimed, once, by [`wait`](Self::wait) or a
     /// [`Join`](crate::command::Join).
     ///
+    /// `method` is the entry's typed name (`Worker::RUN`, an [`Entry`](crate::Entry)
+    /// that `#[process]` makes for each entry), and then `input` must be exactly the
+    /// tuple of its argument types, checked at compile time; or its name (`"run"`),
+    /// for any `input`, checked by `init`.
+    ///
     /// # Errors
     /// [`SpawnError::Init`] when `init` refuses the entry or its arguments (e.g. an
     /// unknown method, listing the available ones), [`SpawnError::InitPanicked`] when
     /// it panics, [`SpawnError::ShuttingDown`] after shutdown began.
-    pub fn spawn<P: IntoProcess>(
+    pub fn spawn<P: IntoProcess, I: IntoPayloads>(
         &self,
         process: P,
-        method: &str,
-        input: impl IntoPayloads,
+        method: impl EntryRef<P, I>,
+        input: I,
     ) -> Result<Pid, SpawnError> {
-        self.spawn_new(process, method, input, false)
+        self.spawn_new(process, method.name(), input, false)
     }
 
     /// A mailbox with a PID for a thread outside the scheduler (see
@@ -470,13 +476,13 @@ impl Handle {
     ///
     /// # Errors
     /// As [`spawn`](Self::spawn).
-    pub fn spawn_detached<P: IntoProcess>(
+    pub fn spawn_detached<P: IntoProcess, I: IntoPayloads>(
         &self,
         process: P,
-        method: &str,
-        input: impl IntoPayloads,
+        method: impl EntryRef<P, I>,
+        input: I,
     ) -> Result<Pid, SpawnError> {
-        self.spawn_new(process, method, input, true)
+        self.spawn_new(process, method.name(), input, true)
     }
 
     /// Like [`spawn`](Self::spawn), as `options` say: with a bounded mailbox
@@ -506,14 +512,19 @@ impl Handle {
     /// # Errors
     /// As [`spawn`](Self::spawn), plus [`SpawnError::ZeroMailboxCapacity`] for a
     /// bounded mailbox of capacity 0.
-    pub fn spawn_with<P: IntoProcess>(
+    pub fn spawn_with<P: IntoProcess, I: IntoPayloads>(
         &self,
         process: P,
-        method: &str,
-        input: impl IntoPayloads,
+        method: impl EntryRef<P, I>,
+        input: I,
         options: SpawnOptions,
     ) -> Result<Pid, SpawnError> {
-        let process = NewProcess::new(process.into_process(), method, input.into_payloads(), false);
+        let process = NewProcess::new(
+            process.into_process(),
+            method.name(),
+            input.into_payloads(),
+            false,
+        );
         self.shared.spawn(self, None, options.apply(process))
     }
 

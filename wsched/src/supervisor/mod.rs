@@ -13,9 +13,13 @@
 //!   children in the order they were added, each spawned detached and linked to it
 //!   ([`Context::spawn_linked_with`], with the spec's
 //!   [spawn options](ChildSpec::spawn_options)) from a fresh value its spec's factory
-//!   builds. If a child cannot start (its `init`
-//!   refuses or panics), the children started so far are stopped and the supervisor
-//!   fails with [`SupervisorError::StartFailed`].
+//!   builds. If a child cannot start (an unknown entry, arguments its `init`
+//!   refuses, a panic), the supervisor says so at once — the child's
+//!   [`ChildInfo::start_error`] and the supervisor's
+//!   [`error`](SupervisorHandle::error) — then stops the children started so far and
+//!   fails with [`SupervisorError::StartFailed`]. (Spawned by its typed name, a
+//!   child's arguments are checked at compile time instead: see
+//!   [`Entry`](crate::Entry).)
 //! * **A child ends.** Its link tells the supervisor ([`Exit`](crate::Exit)). Its
 //!   [`Restart`] kind decides whether it is restarted: `Permanent` always,
 //!   `Transient` unless it finished normally or passed a cancellation on, `Temporary`
@@ -309,6 +313,8 @@ struct Child {
     /// Stopped by a [`TerminateChild`] request: not started again until a
     /// [`RestartChild`] request.
     terminated: bool,
+    /// Why its latest start failed (see [`ChildInfo::start_error`]).
+    start_error: Option<String>,
 }
 
 impl Supervisor {
@@ -386,6 +392,7 @@ impl Supervisor {
             restarts: 0,
             restart: spec.restart_kind(),
             kind: spec.kind(),
+            start_error: None,
         };
         {
             let mut view = self.view.state.lock();
@@ -398,6 +405,7 @@ impl Supervisor {
             restarts: 0,
             removed: false,
             terminated: false,
+            start_error: None,
         });
     }
 
@@ -540,6 +548,10 @@ pub struct ChildInfo {
     pub restart: Restart,
     /// Worker or supervisor.
     pub kind: ChildKind,
+    /// Why its latest start failed (the spawn error's text: an unknown entry,
+    /// arguments its `init` refused, a panic), from the moment it failed; `None`
+    /// once a start works, and for a child never started yet.
+    pub start_error: Option<String>,
 }
 
 /// Where a supervisor stands.
@@ -776,9 +788,10 @@ impl SupervisorHandle {
         self.shared.state.lock().state
     }
 
-    /// The error it failed with, once it has (its own supervisor sees its text, as
-    /// an [`ExitReason::Error`]). `None` while it runs, and when it ended otherwise
-    /// (cancelled, or killed).
+    /// The error it fails with, from the moment it decides to: while it stops its
+    /// children to end ([`SupervisorState::ShuttingDown`]) and after it has ended
+    /// (its own supervisor then sees its text, as an [`ExitReason::Error`]). `None`
+    /// while it runs, and when it ends otherwise (cancelled, or killed).
     pub fn error(&self) -> Option<SupervisorError> {
         self.shared.state.lock().error.clone()
     }

@@ -94,6 +94,7 @@ impl Supervisor {
             match child.spec.start(&ctx) {
                 Ok(pid) => {
                     child.pid = Some(pid);
+                    child.start_error = None;
                     if again {
                         child.restarts += 1;
                     }
@@ -106,14 +107,20 @@ impl Supervisor {
                     return false;
                 }
                 Err(error) if !again => {
+                    let message = error.to_string();
+                    child.start_error = Some(message.clone());
                     let error = SupervisorError::StartFailed {
                         child: child.spec.id().to_owned(),
-                        message: error.to_string(),
+                        message,
                     };
+                    // Shown at once, not when the others have stopped.
+                    self.publish_child(index);
                     self.begin_shutdown(Some(error));
                     return false;
                 }
-                Err(_) => {
+                Err(error) => {
+                    child.start_error = Some(error.to_string());
+                    self.publish_child(index);
                     if !self.count_restart(index) {
                         return false;
                     }
@@ -203,10 +210,23 @@ impl Supervisor {
     /// Begins stopping every running child to end the supervisor (`error`: failed;
     /// `None`: cancelled). A shutdown already under way keeps its first reason; a
     /// group restart under way becomes this shutdown.
+    ///
+    /// The error is published at once, before the children are stopped (which may
+    /// take their shutdown timeouts).
     fn begin_shutdown(&mut self, error: Option<SupervisorError>) {
         let running: Vec<usize> = (0..self.children.len())
             .filter(|&i| self.children[i].pid.is_some())
             .collect();
+        match &self.phase {
+            Phase::Stopping(Stopping {
+                then: Then::End(_), ..
+            })
+            | Phase::Ended => {}
+            _ => {
+                let published = error.clone();
+                self.publish(|view| view.error = published);
+            }
+        }
         match &mut self.phase {
             Phase::Stopping(Stopping {
                 then: Then::End(_), ..
@@ -460,6 +480,7 @@ impl Supervisor {
             restarts: child.restarts,
             restart: child.spec.restart_kind(),
             kind: child.spec.kind(),
+            start_error: child.start_error.clone(),
         });
         self.publish(|view| view.children[index] = info);
     }
@@ -596,6 +617,7 @@ impl Supervisor {
             Ok(pid) => {
                 child.pid = Some(pid);
                 child.terminated = false;
+                child.start_error = None;
                 self.publish_child(index);
                 Ok(pid)
             }
@@ -604,10 +626,13 @@ impl Supervisor {
                 self.begin_shutdown(None);
                 Err(ChildError::ShuttingDown)
             }
-            Err(error) => Err(ChildError::StartFailed {
-                id: child.spec.id().to_owned(),
-                message: error.to_string(),
-            }),
+            Err(error) => {
+                let message = error.to_string();
+                child.start_error = Some(message.clone());
+                let id = child.spec.id().to_owned();
+                self.publish_child(index);
+                Err(ChildError::StartFailed { id, message })
+            }
         }
     }
 

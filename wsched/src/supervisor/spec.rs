@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::engine::context::Context;
 use crate::engine::process::{panic_message, IntoProcess};
+use crate::entry::EntryRef;
 use crate::error::SpawnError;
 use crate::exit::ExitReason;
 use crate::payload::IntoPayloads;
@@ -100,7 +101,8 @@ type Start = Box<Mutex<dyn FnMut(&Context, SpawnOptions) -> Result<Pid, SpawnErr
 ///     }
 /// }
 ///
-/// let cache = ChildSpec::new("cache", || Cache { entries: 0 }, "serve", (1024_usize,))
+/// // `Cache::SERVE` is the entry's typed name: `1024` is the `usize` it takes.
+/// let cache = ChildSpec::new("cache", || Cache { entries: 0 }, Cache::SERVE, (1024,))
 ///     .restart(Restart::Transient)
 ///     .shutdown(Duration::from_millis(500));
 /// assert_eq!(cache.id(), "cache");
@@ -137,7 +139,17 @@ impl ChildSpec {
 
     /// A child named `id` (unique among its supervisor's children), started by
     /// spawning `factory()` on entry `entry` with a clone of `input`.
-    pub fn new<P, F, I>(id: impl Into<String>, factory: F, entry: &str, input: I) -> Self
+    ///
+    /// `entry` is the entry's typed name (`Worker::RUN`, see [`Entry`](crate::Entry)),
+    /// which fixes the type of `input` at compile time, or its name as a string
+    /// (`"run"`), checked at every start: a spec that cannot start makes its
+    /// supervisor fail at once with [`SupervisorError::StartFailed`](super::SupervisorError::StartFailed).
+    pub fn new<P, F, I>(
+        id: impl Into<String>,
+        factory: F,
+        entry: impl EntryRef<P, I>,
+        input: I,
+    ) -> Self
     where
         P: IntoProcess,
         F: Fn() -> P + Send + 'static,
@@ -147,14 +159,18 @@ impl ChildSpec {
     }
 
     /// A child whose factory builds the input too, for inputs that are not `Clone`
-    /// or must be fresh at every start.
-    pub fn from_fn<P, F, I>(id: impl Into<String>, entry: &str, mut factory: F) -> Self
+    /// or must be fresh at every start. `entry` as in [`new`](Self::new).
+    pub fn from_fn<P, F, I>(
+        id: impl Into<String>,
+        entry: impl EntryRef<P, I>,
+        mut factory: F,
+    ) -> Self
     where
         P: IntoProcess,
         F: FnMut() -> (P, I) + Send + 'static,
         I: IntoPayloads,
     {
-        let entry = entry.to_owned();
+        let entry = entry.name().to_owned();
         let method = entry.clone();
         Self {
             id: id.into(),
