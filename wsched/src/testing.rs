@@ -116,7 +116,7 @@ use crate::exit::ExitReason;
 use crate::payload::{IntoPayloads, OutputType, Payload};
 use crate::pid::Pid;
 use crate::runtime::{Down, Exit, MonitorRef};
-use crate::services::timed::{Repeat, TimedState};
+use crate::time::timed_ref::{Repeat, TimedState};
 use crate::type_name::{Short, WithArticle};
 // Calls (see the calls block below).
 use crate::command::{Call, CallAnswer};

@@ -24,7 +24,16 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
+use crate::engine::shared::Shared;
 use crate::sync::{thread, Condvar, Mutex};
+
+impl Shared {
+    /// The pool of threads that runs blocking handlers.
+    #[inline(always)]
+    pub(crate) fn blocking(&self) -> &Arc<BlockingPool> {
+        self.part()
+    }
+}
 
 pub(crate) type Job = Box<dyn FnOnce() + Send>;
 

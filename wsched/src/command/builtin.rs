@@ -155,7 +155,7 @@ pub(crate) fn registrations(
             Registration::new(
                 Placement::Worker,
                 move |call: Call, done: Completer<Call>| {
-                    crate::services::calls::handle_call(&timers, call, done);
+                    crate::services::calls::handle_call(&timers, call, done.into_raw());
                 },
             )
             .builtin()
@@ -189,7 +189,7 @@ pub(crate) fn registrations(
             joiner
                 .handle()
                 .shared()
-                .claim_result(pid, ResultWaiter::Join(done));
+                .claim_result(pid, ResultWaiter::Join(done.into_raw()));
         })
         .builtin(),
     ]
@@ -241,7 +241,7 @@ mod tests {
         let start: Spawner = |name, body| std::thread::Builder::new().name(name).spawn(body);
         let scheduler = Scheduler::builder().workers(1).build().unwrap();
         let handle = scheduler.handle();
-        let timers = &handle.shared().timers;
+        let timers = &handle.shared().timers();
         timers.set_spawner(refuse);
         assert_eq!(
             nap(&scheduler),

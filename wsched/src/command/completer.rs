@@ -8,7 +8,7 @@ use crate::engine::cell::CellRef;
 use crate::engine::completion::RawCompleter;
 use crate::engine::handle::Handle;
 use crate::engine::process::Command;
-use crate::error::{BoxError, YieldError};
+use crate::error::BoxError;
 use crate::payload::Payload;
 use crate::pid::Pid;
 use crate::tag::Tag;
@@ -17,7 +17,7 @@ use crate::tag::Tag;
 ///
 /// It carries the process's PID (never reused, so it doubles as the incarnation) and
 /// the yield's tag. Completing consumes it, so a yield completes at most once.
-/// Dropping it without completing delivers [`YieldError::Dropped`], so no process
+/// Dropping it without completing delivers [`YieldError::Dropped`](crate::YieldError::Dropped), so no process
 /// waits forever on a forgotten completion. Completing after the process has ended
 /// does nothing.
 ///
@@ -100,13 +100,9 @@ impl<C: Command> Completer<C> {
     }
 
     /// Completes the yield with an error: the process sees
-    /// [`YieldError::Failed`] naming the command.
+    /// [`YieldError::Failed`](crate::YieldError::Failed) naming the command.
     pub fn fail(self, error: impl Into<BoxError>) {
-        let command = self.raw.command_name();
-        self.raw.deliver(Err(YieldError::Failed {
-            command,
-            source: error.into(),
-        }));
+        self.raw.fail(error);
     }
 
     /// The process that yielded the command.

@@ -10,10 +10,19 @@ use crate::command::Command;
 use crate::engine::cell::CellRef;
 use crate::engine::completion::{catch_panics, RawCompleter};
 use crate::engine::process::{Tag, Yield};
+use crate::engine::shared::Shared;
 use crate::error::{BuildError, YieldError};
 use crate::fast_hash::FastHash;
 use crate::payload::Payload;
 use std::sync::Arc;
+
+impl Shared {
+    /// The handlers registered for commands.
+    #[inline(always)]
+    pub(crate) fn handlers(&self) -> &Handlers {
+        self.part()
+    }
+}
 
 /// Takes the command (a `C`) out of the payload where the step wrote it, makes the
 /// completer for the yield tagged `Tag` of the process in the cell, and calls the

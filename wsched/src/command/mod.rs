@@ -38,7 +38,7 @@ pub(crate) mod handler;
 
 pub use crate::engine::process::Command;
 pub use crate::services::calls::{Call, CallAnswer};
-pub use crate::services::timed::TimerRef;
+pub use crate::time::timed_ref::TimerRef;
 pub(crate) use builtin::registrations as builtin_registrations;
 pub use builtin::{Join, Sleep, Spawn};
 pub use completer::Completer;

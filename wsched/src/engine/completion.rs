@@ -337,6 +337,16 @@ impl RawCompleter {
     }
 
     /// The yield's tag.
+    /// Completes the yield with an error: the process sees [`YieldError::Failed`]
+    /// naming the command.
+    pub(crate) fn fail(self, error: impl Into<crate::error::BoxError>) {
+        let command = (self.command)();
+        self.deliver(Err(YieldError::Failed {
+            command,
+            source: error.into(),
+        }));
+    }
+
     /// The name of the command whose yield this completes.
     pub(crate) fn command_name(&self) -> &'static str {
         (self.command)()

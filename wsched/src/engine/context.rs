@@ -6,17 +6,18 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::command::TimerRef;
 use crate::engine::cell::{CellRef, NewProcess, ThinCell};
+use crate::engine::held::MessageCount;
 use crate::engine::process::{IntoProcess, Message};
+use crate::engine::spawn_options::SpawnOptions;
 use crate::entry::EntryRef;
 use crate::error::{
     CancelError, RegisterError, SendError, SendNamedError, SpawnError, TimedSendError,
 };
 use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
-use crate::runtime::{MessageCount, MonitorRef, SpawnOptions};
-use crate::services::timed::Repeat;
+use crate::time::timed_ref::Repeat;
+use crate::time::timed_ref::TimerRef;
 
 /// Handed to [`Process::init`](crate::Process::init): the process's own PID and a way to send messages,
 /// spawn processes, register names and arm timed messages on the scheduler (or the
@@ -414,6 +415,31 @@ impl Context {
 impl fmt::Debug for Context {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Context").field("pid", &self.pid()).finish()
+    }
+}
+
+/// Names one monitor: returned when it is set, carried by its [`Down`](crate::Down), and given
+/// to `demonitor` to stop it. Unique within a scheduler (or a testing harness).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MonitorRef {
+    pub(crate) id: u64,
+    pub(crate) target: Pid,
+}
+
+impl MonitorRef {
+    pub(crate) fn new(id: u64, target: Pid) -> Self {
+        Self { id, target }
+    }
+
+    /// The process it watches.
+    pub fn target(&self) -> Pid {
+        self.target
+    }
+}
+
+impl fmt::Debug for MonitorRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MonitorRef(#{} on {})", self.id, self.target)
     }
 }
 

@@ -53,8 +53,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 // Statistics, not synchronisation (see `metrics.rs`).
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::engine::hooks::{Instrument, Layers};
 use crate::engine::process::{Event, Message};
-use crate::observe::trace;
 use crate::payload::Payload;
 use crate::pid::Pid;
 use crate::runtime::drop_quietly;
@@ -171,7 +171,7 @@ impl DeadLetters {
         reason: DeadLetterReason,
     ) {
         self.count.fetch_add(1, Ordering::Relaxed);
-        trace::dead_letter(to, from, &payload, reason);
+        <Layers as Instrument>::dead_letter(to, from, &payload, reason);
         let letter = DeadLetter {
             to,
             from,

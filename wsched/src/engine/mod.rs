@@ -8,12 +8,14 @@
 //! | `process.rs` | the [`Process`](crate::Process) trait and what a step takes and gives |
 //! | `context.rs` | a process's [`Context`](crate::Context) |
 //! | `handle.rs` | a [`Handle`](crate::Handle) to a scheduler: its engine part |
+//! | `hooks.rs` | the seam to the layers above: the hooks a step, a yield and a process's end call, and the instrument hooks |
 //! | `shared.rs` | state shared by all workers: spawning, sending, scheduling, ending |
 //! | `worker.rs` | the worker loop: find work, step, dispatch |
 //! | `completion.rs` | the return path of a yield: the untyped completer, and completions straight into the next step |
 //! | `cell/` | one process, in one allocation: its body, mailbox and result slot; the recycling of cells' memory |
 //! | `state.rs` | the process state machine (one atomic word) |
 //! | `bounded.rs` | bounded mailboxes: a capacity on messages, and what a full one does |
+//! | `counters.rs` | the always-on counters: per worker, processes started and ended; the coarse clock |
 //! | `dead_letters.rs` | what could not be delivered (unread when a process ended, dropped by a full mailbox, a timed message to a dead PID): to a hook and a count |
 //! | `unobserved.rs` | failures nobody joins, monitors or links to: to a hook (stderr by default) and a count |
 //! | `held.rs` | messages a process took in but has not received, for listings and bounded mailboxes |
@@ -27,9 +29,11 @@ pub(crate) mod bounded;
 pub(crate) mod cell;
 pub(crate) mod completion;
 pub(crate) mod context;
+pub(crate) mod counters;
 pub(crate) mod dead_letters;
 pub(crate) mod handle;
 pub(crate) mod held;
+pub(crate) mod hooks;
 pub(crate) mod idle;
 pub(crate) mod live;
 pub(crate) mod process;

@@ -1,21 +1,19 @@
 //! What all workers and handles share: spawning, sending, scheduling, finishing.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::command::blocking::BlockingPool;
-use crate::command::handler::Handlers;
-use crate::command::TimerRef;
 use crate::engine::bounded::{OverflowCounts, Pushed};
-use crate::engine::cell::{CellRef, Header, NewProcess, Owned, ProcessCell, ResultWaiter};
-use crate::engine::context::{Backend, Context};
+use crate::engine::cell::{CellRef, NewProcess, Owned, ProcessCell, ResultWaiter};
+use crate::engine::context::Context;
+use crate::engine::counters::{CoarseClock, ProcessCounts, ProcessEvent, WorkerCounters};
 use crate::engine::dead_letters::{DeadLetterReason, DeadLetters};
 use crate::engine::handle::Handle;
-use crate::engine::held::{HeldMessages, MessageCount};
+use crate::engine::held::HeldMessages;
+use crate::engine::hooks::{Hooks, Instrument, Layers};
 use crate::engine::idle::Idle;
 use crate::engine::live::LiveCount;
-use crate::engine::process::{init_process, Event, Message};
+use crate::engine::process::{drop_quietly, init_process, Event, Message};
 use crate::engine::queue::inject::Inject;
 use crate::engine::queue::lifo::LifoSlot;
 use crate::engine::queue::local::Steal;
@@ -23,23 +21,11 @@ use crate::engine::registry::Registry;
 use crate::engine::unobserved::{is_failure, FailureReport, UnobservedFailures};
 use crate::engine::worker::{self, Caller};
 use crate::error::{
-    CancelError, JoinError, Phase, ProcessError, RegisterError, SendError, SendErrorKind,
-    SendNamedError, SpawnError, TimedSendError,
+    CancelError, JoinError, Phase, ProcessError, SendError, SendErrorKind, SpawnError,
 };
 use crate::exit::ExitReason;
-use crate::observe::metrics::{
-    process_totals, CoarseClock, Metrics, ProcessCounts, ProcessEvent, ProcessInfo, WorkerCounters,
-};
-use crate::observe::recorder::Recorder;
-use crate::observe::timing::Timing;
-use crate::observe::trace;
 use crate::payload::Payload;
 use crate::pid::Pid;
-use crate::runtime::drop_quietly;
-use crate::services::monitors::{MonitorRef, Monitors};
-use crate::services::names::Names;
-use crate::services::timed::{self, Repeat};
-use crate::services::timers::Timers;
 use crate::sync::{fence, AtomicBool, Condvar, Mutex, Ordering};
 
 use crossbeam_utils::CachePadded;
@@ -62,14 +48,7 @@ pub(crate) struct Shared {
     pub(crate) counters: Box<[CachePadded<WorkerCounters>]>,
     /// The process counts of threads that are not workers (workers count their
     /// own in `counters`).
-    outside_counts: CachePadded<ProcessCounts<std::sync::atomic::AtomicU64>>,
-    pub(crate) handlers: Handlers,
-    pub(crate) blocking: Arc<BlockingPool>,
-    /// The name table (see `names.rs`).
-    pub(crate) names: Names,
-    /// The monitor table (see `monitors.rs`).
-    pub(crate) monitors: Monitors,
-    pub(crate) timers: Arc<Timers>,
+    pub(crate) outside_counts: CachePadded<ProcessCounts<std::sync::atomic::AtomicU64>>,
     /// Processes spawned (counted from before `init` runs) and not yet ended.
     live: LiveCount,
     /// The lifecycle flags: read on every spawn and by every worker's loop, written
@@ -83,16 +62,15 @@ pub(crate) struct Shared {
     /// Messages full bounded mailboxes dropped or rejected (see `bounded.rs`).
     pub(crate) overflows: OverflowCounts,
     /// Where failures nobody observes go (see `unobserved.rs`).
-    unobserved: UnobservedFailures,
+    pub(crate) unobserved: UnobservedFailures,
     /// What processes took in and have not received (see `held.rs`).
     pub(crate) held: HeldMessages,
-    /// Step timing, when the builder turned it on (see `timing.rs`).
-    pub(crate) timing: Option<Box<Timing>>,
     /// Milliseconds since the scheduler was built, for the processes' state stamps;
     /// its start is the origin of the workers' busy clocks too.
     pub(crate) clock: CoarseClock,
-    /// The event recorder, if on (see `recorder/`): each hook is one branch when off.
-    pub(crate) recorder: Option<Box<Recorder>>,
+    /// The state of the layers above (see `hooks.rs`): each finds its part with
+    /// [`part`](Self::part).
+    pub(crate) layers: <Layers as Hooks>::State,
 }
 
 /// The lifecycle flags (see `Shared::spawn` and `Shared::stop_all`).
@@ -112,13 +90,9 @@ pub(crate) struct SharedParts {
     pub(crate) workers: usize,
     pub(crate) global_batch: usize,
     pub(crate) stealers: Box<[Steal<Task>]>,
-    pub(crate) handlers: Handlers,
-    pub(crate) blocking: Arc<BlockingPool>,
-    pub(crate) timers: Arc<Timers>,
     pub(crate) dead_letters: DeadLetters,
     pub(crate) unobserved: UnobservedFailures,
-    pub(crate) recorder: Option<Box<Recorder>>,
-    pub(crate) timing: Option<Box<Timing>>,
+    pub(crate) layers: <Layers as Hooks>::State,
 }
 
 /// How a process ended, when watchers are still to be told (see [`Shared::end`]).
@@ -151,11 +125,6 @@ impl Shared {
             idle: CachePadded::new(Idle::new(parts.workers)),
             counters: (0..parts.workers).map(|_| Default::default()).collect(),
             outside_counts: Default::default(),
-            handlers: parts.handlers,
-            blocking: parts.blocking,
-            names: Names::new(),
-            monitors: Monitors::new(),
-            timers: parts.timers,
             live: LiveCount::new(parts.workers),
             flags: CachePadded::new(Flags {
                 accepting: AtomicBool::new(true),
@@ -169,8 +138,7 @@ impl Shared {
             dead_letters: parts.dead_letters,
             overflows: OverflowCounts::default(),
             unobserved: parts.unobserved,
-            recorder: parts.recorder,
-            timing: parts.timing,
+            layers: parts.layers,
         })
     }
 
@@ -229,13 +197,11 @@ impl Shared {
         };
         self.count(caller, ProcessEvent::Spawned);
         cell.stamp(self.clock.now());
-        if let Some(r) = &self.recorder {
-            r.spawned(caller, pid, cell.entry());
-        }
+        <Layers as Instrument>::spawned(self, caller, &cell);
         if linked {
             // Before it is published: it can neither run nor end unlinked.
             let parent = parent.expect("only a process spawns linked");
-            self.monitors.link_spawned(parent, pid);
+            <Layers as Hooks>::link_spawned(self, parent, pid);
         }
         self.registry.publish(for_table);
         // Shutdown clears `accepting` (then sets `stopping`) before it sweeps the PID
@@ -289,9 +255,7 @@ impl Shared {
         if woken.is_empty() {
             return;
         }
-        if let Some(r) = &self.recorder {
-            r.runnable_batch(woken);
-        }
+        <Layers as Instrument>::runnable_batch(self, woken);
         self.inject.push_batch_remote(woken.drain(..));
         self.idle.notify_one();
     }
@@ -380,6 +344,12 @@ impl Shared {
     fn rejected(&self) -> SendErrorKind {
         self.overflows.count_rejected();
         SendErrorKind::MailboxFull
+    }
+
+    /// The cells in the PID table (live processes, and ended ones whose results
+    /// wait for a join).
+    pub(crate) fn cells(&self) -> Vec<CellRef> {
+        self.registry.cells()
     }
 
     /// The cell of `pid`, if the PID table has it.
@@ -522,7 +492,7 @@ impl Shared {
         let leftovers = owned.close_mailbox();
         // Read after the mailbox is closed, which orders it against a monitor or a
         // link being set (see `monitors.rs`). One relaxed load until then.
-        let watched = self.monitors.used();
+        let watched = <Layers as Hooks>::watched(self);
         if let Err(message) = owned.close_body() {
             result = Err(ProcessError::Panicked {
                 phase: Phase::Close,
@@ -540,7 +510,7 @@ impl Shared {
         // before its result is published; processes without pending timers skip
         // the timer lock.
         if owned.cell().timers().may_have_pending() {
-            self.timers.cancel_process(owned.cell().timers());
+            <Layers as Hooks>::release_timers(self, owned.cell().timers());
         }
         if watched {
             return Some(self.end_watched(owned, result));
@@ -562,7 +532,7 @@ impl Shared {
         result: Result<Payload, ProcessError>,
         unwatched: bool,
     ) -> Option<FailureReport> {
-        trace::exited(&owned, &result);
+        <Layers as Instrument>::exited(&owned, &result);
         let mut report = None;
         let event = match &result {
             Ok(_) => ProcessEvent::Finished,
@@ -590,11 +560,8 @@ impl Shared {
             self.registry.remove(pid, caller);
         }
         // Its names, after the result is published (which orders this against a
-        // registration racing the end: see `names.rs`). One relaxed load until a
-        // name is first registered.
-        if self.names.used() {
-            self.names.release(pid);
-        }
+        // registration racing the end: see `names.rs`).
+        <Layers as Hooks>::released(self, pid);
         self.held.forget(pid);
         report
     }
@@ -609,7 +576,7 @@ impl Shared {
         // Once shutdown stops everything, a stop is shutdown's (and listed in its
         // report) whatever a link decided meanwhile.
         if matches!(result, Err(ProcessError::Stopped)) && !self.is_stopping() {
-            if let Some(linked) = self.monitors.take_kill(pid) {
+            if let Some(linked) = <Layers as Hooks>::take_kill(self, pid) {
                 result = Err(linked);
             }
         }
@@ -641,9 +608,7 @@ impl Shared {
     /// Sends the `Down`s and link signals of one end (adding to `kills` whom its
     /// links take down), then reports its failure if nobody observed it.
     fn tell_watchers_of(&self, ended: Ended, kills: &mut Vec<CellRef>) {
-        let observed = self
-            .monitors
-            .process_ended(self, ended.pid, &ended.reason, kills);
+        let observed = <Layers as Hooks>::tell_watchers(self, ended.pid, &ended.reason, kills);
         match (observed, ended.failure) {
             (false, Some(Failure::Detached(report))) => self.unobserved.report(report),
             (true, Some(Failure::Joinable)) => {
@@ -759,66 +724,8 @@ impl Shared {
 
     /// Drops everything the scheduler still holds after its threads stopped.
     pub(crate) fn release(&self) {
-        self.timers.shutdown();
-        self.blocking.shutdown();
+        <Layers as Hooks>::release(self);
         drop(self.inject.drain_all());
-    }
-
-    // ---- observation ----------------------------------------------------------
-
-    pub(crate) fn metrics(&self) -> Metrics {
-        let totals = process_totals(self.counters.iter().map(|c| &**c), &self.outside_counts);
-        Metrics {
-            workers: self
-                .counters
-                .iter()
-                .zip(self.stealers.iter())
-                .map(|(c, deque)| c.snapshot(deque.len(), self.clock.start()))
-                .collect(),
-            spawned: totals.spawned,
-            finished: totals.finished,
-            failed: totals.failed,
-            stopped: totals.stopped,
-            live: self.live(),
-            global_queue: self.inject.len(),
-            remote_schedules: self.inject.remote_pushes(),
-            step_timing: self.timing.as_ref().map(|t| t.metrics()),
-            pending_timers: self.timers.pending(),
-            undelivered_timed_messages: self.timers.undelivered(),
-            blocking_threads: self.blocking.threads(),
-            unobserved_failures: self.unobserved.count(),
-            dead_letters: self.dead_letters.count(),
-            dropped_messages: self.overflows.dropped(),
-            rejected_messages: self.overflows.rejected(),
-        }
-    }
-
-    pub(crate) fn processes(&self) -> Vec<ProcessInfo> {
-        let mut list: Vec<ProcessInfo> = self
-            .registry
-            .cells()
-            .into_iter()
-            .filter(|cell| !cell.is_done())
-            .map(|cell| {
-                let mut waiting_messages = cell.waiting_messages();
-                self.held.add_to(cell.pid(), &mut waiting_messages);
-                ProcessInfo {
-                    pid: cell.pid(),
-                    parent: cell.parent(),
-                    state: cell.state(),
-                    entry: cell.entry().to_owned(),
-                    steps: cell.steps(),
-                    suspended_at: cell.suspend_point(),
-                    mailbox: waiting_messages.iter().map(|m| m.count).sum(),
-                    waiting_messages,
-                    time_in_state: self.clock.since(cell.changed_at()),
-                    busy: self.timing.as_ref().map(|t| t.busy(cell.busy_ticks())),
-                    bounded_mailbox: cell.mailbox_info(),
-                }
-            })
-            .collect();
-        list.sort_unstable_by_key(|info| info.pid);
-        list
     }
 
     /// Forgets all cells (the scheduler is being dropped), first reporting the
@@ -948,100 +855,5 @@ impl OneShot {
             }
         }
         result.take()
-    }
-}
-
-/// A process's `Context` talks to the scheduler through the process's own cell.
-impl Backend for Header {
-    fn spawn(&self, parent: Option<Pid>, process: NewProcess) -> Result<Pid, SpawnError> {
-        let handle = self.handle();
-        handle.shared().spawn(handle, parent, process)
-    }
-
-    #[inline]
-    fn send(&self, from: Option<Pid>, to: Pid, payload: Payload) -> Result<(), SendError> {
-        self.handle().shared().send_message(from, to, payload)
-    }
-
-    fn cancel(&self, _from: Option<Pid>, pid: Pid) -> Result<(), CancelError> {
-        self.handle().shared().cancel(pid)
-    }
-
-    fn kill(&self, _from: Option<Pid>, pid: Pid) -> Result<(), CancelError> {
-        self.handle().shared().kill(pid)
-    }
-
-    fn register(&self, name: &str, pid: Pid) -> Result<(), RegisterError> {
-        let shared = self.handle().shared();
-        shared.names.register(shared, name, pid)
-    }
-
-    fn unregister(&self, name: &str) -> Option<Pid> {
-        let shared = self.handle().shared();
-        shared.names.unregister(shared, name)
-    }
-
-    fn whereis(&self, name: &str) -> Option<Pid> {
-        let shared = self.handle().shared();
-        shared.names.whereis(shared, name)
-    }
-
-    fn send_named(
-        &self,
-        from: Option<Pid>,
-        name: &str,
-        payload: Payload,
-    ) -> Result<(), SendNamedError> {
-        let shared = self.handle().shared();
-        shared.names.send(shared, from, name, payload)
-    }
-
-    fn send_timed(
-        &self,
-        from: Option<Pid>,
-        to: Pid,
-        delay: Duration,
-        repeat: Repeat,
-    ) -> Result<TimerRef, TimedSendError> {
-        timed::arm(self.handle(), from, to, delay, repeat)
-    }
-
-    fn monitor(&self, watcher: Pid, target: Pid) -> MonitorRef {
-        let shared = self.handle().shared();
-        shared
-            .monitors
-            .monitor_from_process(shared, watcher, target)
-    }
-
-    fn demonitor(&self, monitor: MonitorRef) -> bool {
-        self.handle().shared().monitors.demonitor(monitor)
-    }
-
-    fn link(&self, me: Pid, other: Pid) {
-        let shared = self.handle().shared();
-        shared.monitors.link(shared, me, other);
-    }
-
-    fn unlink(&self, me: Pid, other: Pid) {
-        self.handle().shared().monitors.unlink(me, other);
-    }
-
-    fn trap_exits(&self, me: Pid, on: bool) {
-        self.handle().shared().monitors.trap_exits(me, on);
-    }
-
-    fn dead_letters(&self, to: Pid, messages: &mut VecDeque<Message>) {
-        self.handle()
-            .shared()
-            .dead_letters
-            .unreceived(to, messages.drain(..));
-    }
-
-    fn publish_held(&self, pid: Pid, held: Vec<MessageCount>) {
-        self.handle().shared().held.publish(pid, held);
-    }
-
-    fn report_held(&self, held: usize) {
-        self.set_held(held);
     }
 }

@@ -43,16 +43,16 @@ use std::time::Duration;
 use crate::engine::cell::{Owned, RefStock};
 use crate::engine::completion::dispatch_direct;
 use crate::engine::handle::Handle;
+use crate::engine::hooks::{Hooks, Instrument, Layers};
 use crate::engine::idle::Unregister;
+use crate::engine::process::{drop_all_quietly, drop_quietly, panic_message};
 use crate::engine::process::{Event, Events, Status, StepOutput};
 use crate::engine::queue::lifo::LifoSlot;
 use crate::engine::queue::local::Local;
 use crate::engine::shared::{Shared, Task};
 use crate::engine::state::Suspend;
 use crate::error::{Phase, ProcessError, StepError};
-use crate::observe::trace;
 use crate::pid::Pid;
-use crate::runtime::{drop_all_quietly, drop_quietly, panic_message};
 use crate::sync::{spin_loop, thread};
 
 /// How often the global queue is checked first (Go's figure).
@@ -360,10 +360,8 @@ fn schedule(shared: &Shared, task: Task, placement: Placement) {
     let mut task = Some(task);
     let pushed = with_core(shared, |core| {
         let task = task.take().expect("taken once");
-        if let Some(r) = &shared.recorder {
-            r.runnable(core.index, task.pid());
-        }
-        if shared.timing.is_some() {
+        <Layers as Instrument>::runnable(shared, core.index, task.pid());
+        if <Layers as Instrument>::timing_steps(shared) {
             // Its own step again, or not into the slot: nothing to measure.
             core.lifo_woken = placement == Placement::Lifo;
         }
@@ -398,9 +396,7 @@ fn schedule(shared: &Shared, task: Task, placement: Placement) {
         // Only the LIFO slot changed, at the end of a step: this worker runs it next.
         (Some(Pushed::LifoAfterStep), _) => {}
         (None, Some(task)) => {
-            if let Some(r) = &shared.recorder {
-                r.runnable_outside(task.pid());
-            }
+            <Layers as Instrument>::runnable_outside(shared, task.pid());
             shared.inject.push_remote(task);
             shared.idle.notify_one();
         }
@@ -467,7 +463,8 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
                 // reference count into the queue instead of cloning it); until then
                 // it is here for `recover`.
                 let mut slot = Some(task);
-                let woken = shared.timing.is_some() && core.borrow().taken_woken;
+                let woken =
+                    <Layers as Instrument>::timing_steps(shared) && core.borrow().taken_woken;
                 let stepped = catch_unwind(AssertUnwindSafe(|| {
                     run_task(&handle, index, woken, &mut slot, &mut events, &mut out);
                 }));
@@ -475,12 +472,12 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
                     recover(shared, task, &*panic, &mut events, &mut out);
                 }
                 // Replies dropped while the run unwound answer now that a panic
-                // that ended the process has ended it (see `calls.rs`).
-                crate::services::calls::unwound::settle();
+                // that ended the process has ended it (see `services/calls.rs`).
+                <Layers as Hooks>::after_run();
             }
             None => {
-                if let (0, Some(r)) = (idle_rounds, &shared.recorder) {
-                    r.idle(shared, index);
+                if idle_rounds == 0 {
+                    <Layers as Instrument>::idle(shared, index);
                 }
                 idle_rounds += 1;
                 if idle_rounds < SPIN_ROUNDS {
@@ -500,7 +497,7 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
         }
     }
 
-    crate::services::calls::unwound::settle();
+    <Layers as Hooks>::after_run();
     // Taken out before it is dropped: dropping it drops the kept handles and may
     // destroy cells, which look at this thread-local.
     let current = CURRENT.with(|current| current.borrow_mut().take());
@@ -628,10 +625,7 @@ impl Core {
                 {
                     counters.steals.add(1);
                     counters.stolen.add(taken as u64);
-                    if let Some(r) = &shared.recorder {
-                        r.steal(self.index, victim, taken);
-                    }
-                    trace::steal(self.index, victim, taken, false);
+                    <Layers as Instrument>::stole(shared, self.index, victim, taken, false);
                     return Some(task);
                 }
             }
@@ -646,10 +640,7 @@ impl Core {
                     counters.steals.add(1);
                     counters.stolen.add(1);
                     counters.lifo_steals.add(1);
-                    if let Some(r) = &shared.recorder {
-                        r.steal(self.index, victim, 1);
-                    }
-                    trace::steal(self.index, victim, 1, true);
+                    <Layers as Instrument>::stole(shared, self.index, victim, 1, true);
                     return Some(task);
                 }
             }
@@ -753,14 +744,11 @@ fn park(
     }
     let counters = &shared.counters[index];
     counters.parks.add(1);
-    trace::park(index);
     if std::mem::take(woken) {
         counters.noop_wakes.add(1);
     }
     counters.busy.park(shared.clock.start());
-    if let Some(r) = &shared.recorder {
-        r.park(index);
-    }
+    <Layers as Instrument>::parked(shared, index);
     // Read after registering (and its fence): see "Watching LIFO slots" in idle.rs.
     // Under loom, only a slot seen occupied is watched: watching because another
     // worker is awake only adds timed wake-ups (it cannot lose one), and loom takes
@@ -772,22 +760,16 @@ fn park(
             // taken by `steal_lifo`), and sleep longer next time if there is nothing.
             *watch = (*watch * 2).min(WATCH_MAX);
             counters.busy.wake(shared.clock.start());
-            if let Some(r) = &shared.recorder {
-                r.unpark(shared, index);
-            }
-            trace::unpark(index, true);
+            <Layers as Instrument>::unparked(shared, index, true);
             return Parked::TimedOut;
         }
     } else {
         shared.idle.park(index);
     }
     counters.busy.wake(shared.clock.start());
-    trace::unpark(index, false);
     shared.clock.refresh();
     *woken = true;
-    if let Some(r) = &shared.recorder {
-        r.unpark(shared, index);
-    }
+    <Layers as Instrument>::unparked(shared, index, false);
     // The waker counted this worker as searching.
     core.borrow_mut().searching = true;
     Parked::Woken
@@ -815,7 +797,10 @@ pub(crate) fn run_task(
         // `State::request_stop`): it is DONE, or RUNNING while whoever claimed it
         // finishes it.
         debug_assert!(
-            task.is_done() || shared.is_stopping() || shared.monitors.used() || shared.killed_any(),
+            task.is_done()
+                || shared.is_stopping()
+                || <Layers as Hooks>::watched(shared)
+                || shared.killed_any(),
             "a queued process was not READY, and neither shutdown, a link nor a kill stops processes"
         );
         return;
@@ -835,36 +820,30 @@ pub(crate) fn run_task(
     let mut budget = RESTEP_BUDGET;
     loop {
         out.clear();
-        if let Some(r) = &shared.recorder {
-            r.step_start(shared, index, task.pid());
-        }
-        let span = trace::step(&owned, events);
-        let timed = shared.timing.as_deref().map(|timing| {
-            (
-                timing,
-                timing.step_begins(index, task.pid(), std::mem::take(&mut woken)),
-            )
-        });
+        let step = <Layers as Instrument>::step_begins(
+            shared,
+            index,
+            &owned,
+            events,
+            std::mem::take(&mut woken),
+        );
         let stepped = owned
             .with_body(|body| {
                 catch_unwind(AssertUnwindSafe(|| body.step(Events::new(events), out)))
             })
             .expect("a process that has not ended has a body");
-        if let Some((timing, started)) = timed {
-            task.add_busy(timing.step_ends(index, started));
-        }
+        <Layers as Instrument>::step_returned(shared, index, task, &step);
         // Events the step did not consume, and the yields of a failed step, are
         // user values: dropped quietly.
         clear_quietly(events);
         owned.record_step(out.suspend_point_ref());
-        if let Some(r) = &shared.recorder {
-            r.step_end(
-                index,
-                task.pid(),
-                matches!(stepped, Ok(Ok(()))),
-                out.status(),
-            );
-        }
+        <Layers as Instrument>::step_ended(
+            shared,
+            index,
+            task.pid(),
+            matches!(stepped, Ok(Ok(()))),
+            out.status(),
+        );
 
         let status = match stepped {
             Err(panic) => {
@@ -889,9 +868,9 @@ pub(crate) fn run_task(
 
         // Yields go out in order, after the step, before the state changes.
         if !out.yields().is_empty() {
-            trace::yields(&span, out.yields());
+            <Layers as Instrument>::yielded(&step, out.yields());
             dispatch_direct(&mut stock, events, || {
-                out.dispatch_yields(|y| shared.handlers.dispatch(&shared.blocking, task, y));
+                out.dispatch_yields(|y| <Layers as Hooks>::dispatch(shared, task, y));
             });
         }
 
@@ -901,7 +880,7 @@ pub(crate) fn run_task(
         // pending timers skip the timer lock.
         if task.timers().may_have_pending() {
             for tag in out.drain_withdrawn() {
-                shared.timers.cancel(task.timers(), tag);
+                <Layers as Hooks>::withdraw_timer(shared, task.timers(), tag);
             }
         }
 

@@ -5,12 +5,14 @@
 //!
 //! | file | concern |
 //! |---|---|
+//! | `instrument.rs` | the engine's instrument hooks: each event to the recorder, step timing and `tracing` |
 //! | `metrics.rs` | always-on counters and the process listing |
 //! | `timing.rs` | opt-in step timing: step and wake-latency histograms, busy time, the long-step detector |
 //! | `trace.rs` | the `tracing` integration (the `tracing` feature): every hook, empty without it |
 //! | `recorder/` | the optional event recorder, its timeline JSON and its pictures |
 //! | `top.rs` | ranking processes by steps, busy time or mailbox, now or over a window |
 
+pub(crate) mod instrument;
 pub(crate) mod metrics;
 pub(crate) mod recorder;
 pub(crate) mod timing;

@@ -49,9 +49,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
+use crate::engine::counters::Counter;
 use crate::engine::process::SuspendPoint;
 use crate::engine::shared::Shared;
-use crate::observe::metrics::Counter;
 use crate::observe::trace;
 use crate::pid::Pid;
 use crate::runtime::drop_quietly;
@@ -257,7 +257,7 @@ impl Timing {
 
     /// Starts the long-step detector, if a threshold was set.
     pub(crate) fn start_detector(shared: &Arc<Shared>, thread_name: String) -> std::io::Result<()> {
-        let Some(timing) = &shared.timing else {
+        let Some(timing) = shared.timing() else {
             return Ok(());
         };
         let Some(threshold) = timing.long_step else {
@@ -300,7 +300,7 @@ fn detect(shared: &Weak<Shared>, threshold: Duration, period: Duration) {
         if shared.is_terminated() {
             return;
         }
-        let Some(timing) = &shared.timing else {
+        let Some(timing) = shared.timing() else {
             return;
         };
         reported.resize(timing.workers.len(), u64::MAX);

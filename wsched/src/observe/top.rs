@@ -188,7 +188,7 @@ impl Handle {
     /// # Errors
     /// [`TopError::StepTimingOff`] for [`TopBy::Busy`] without step timing.
     pub fn top(&self, by: TopBy, n: usize) -> Result<Vec<ProcessInfo>, TopError> {
-        if by == TopBy::Busy && self.shared().timing.is_none() {
+        if by == TopBy::Busy && self.shared().timing().is_none() {
             return Err(TopError::StepTimingOff);
         }
         rank(self.processes(), by, n)
@@ -207,7 +207,7 @@ impl Handle {
         n: usize,
         window: Duration,
     ) -> Result<Vec<WindowEntry>, TopError> {
-        if by == TopBy::Busy && self.shared().timing.is_none() {
+        if by == TopBy::Busy && self.shared().timing().is_none() {
             return Err(TopError::StepTimingOff);
         }
         let before = self.processes();

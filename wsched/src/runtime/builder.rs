@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::layers::State;
 use super::scheduler::Scheduler;
 use crate::command::blocking::BlockingPool;
 use crate::command::handler::{Handlers, Placement, Registration};
@@ -15,8 +16,11 @@ use crate::engine::shared::{Shared, SharedParts, Task};
 use crate::engine::unobserved::{FailureHook, FailureReport, UnobservedFailures};
 use crate::engine::worker;
 use crate::error::BuildError;
+use crate::observe::instrument::Observers;
 use crate::observe::recorder::{RecordOptions, Recorder};
 use crate::observe::timing::{LongStepHook, Timing, TimingOptions};
+use crate::services::monitors::Monitors;
+use crate::services::names::Names;
 use crate::services::timers::Timers;
 #[cfg(test)]
 use crate::time::timer::Clock;
@@ -353,25 +357,31 @@ impl Builder {
             workers,
             global_batch: self.global_batch,
             stealers: stealers.into_boxed_slice(),
-            handlers,
-            blocking: Arc::new(BlockingPool::new(
-                self.blocking_threads,
-                self.blocking_keep_alive,
-                format!("{}-blocking", self.thread_name),
-            )),
-            timers,
             dead_letters: DeadLetters::new(self.on_dead_letter),
             unobserved: UnobservedFailures::new(self.on_unobserved_failure),
-            recorder: self.record.map(|o| Box::new(Recorder::new(workers, o))),
-            timing: self.step_timing.then(|| {
-                Box::new(Timing::new(
-                    workers,
-                    TimingOptions {
-                        long_step: self.long_step,
-                        hook: self.on_long_step,
-                    },
-                ))
-            }),
+            layers: State {
+                handlers,
+                blocking: Arc::new(BlockingPool::new(
+                    self.blocking_threads,
+                    self.blocking_keep_alive,
+                    format!("{}-blocking", self.thread_name),
+                )),
+                names: Names::new(),
+                monitors: Monitors::new(),
+                timers,
+                observers: Observers {
+                    recorder: self.record.map(|o| Box::new(Recorder::new(workers, o))),
+                    timing: self.step_timing.then(|| {
+                        Box::new(Timing::new(
+                            workers,
+                            TimingOptions {
+                                long_step: self.long_step,
+                                hook: self.on_long_step,
+                            },
+                        ))
+                    }),
+                },
+            },
         });
         Ok((shared, locals))
     }

@@ -6,6 +6,7 @@
 //! | file | concern |
 //! |---|---|
 //! | `scheduler.rs` | the public [`Scheduler`] and [`Handle`] |
+//! | `layers.rs` | the layers put together: their state, and the engine's hooks into them |
 //! | `builder.rs` | configuration, and starting the workers |
 //! | `tests/` | loom models and stress tests of the crate-private parts |
 
@@ -13,6 +14,7 @@
 pub(crate) mod tests;
 
 mod builder;
+pub(crate) mod layers;
 mod scheduler;
 
 pub use crate::engine::handle::Handle;
@@ -21,6 +23,7 @@ pub use scheduler::{Scheduler, ShutdownReport};
 
 pub(crate) use crate::engine::bounded::DropOwed;
 pub use crate::engine::bounded::{MailboxInfo, Overflow};
+pub use crate::engine::context::MonitorRef;
 pub use crate::engine::dead_letters::{DeadLetter, DeadLetterReason};
 pub use crate::engine::held::MessageCount;
 pub use crate::engine::spawn_options::SpawnOptions;
@@ -35,7 +38,7 @@ pub use crate::observe::timing::{Histogram, LongStep, StepTimingMetrics, WorkerS
 pub use crate::services::calls::{CallError, Reply, Request};
 pub use crate::services::inbox::{Inbox, InboxError};
 pub use crate::services::links::Exit;
-pub use crate::services::monitors::{Down, Monitor, MonitorRef};
+pub use crate::services::monitors::{Down, Monitor};
 
 pub(crate) use crate::engine::held::add_messages;
 pub(crate) use crate::engine::process::{drop_all_quietly, drop_quietly, panic_message};

@@ -24,8 +24,9 @@ use crate::observe::recorder::Recording;
 use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
 use crate::services::monitors::Monitor;
-use crate::services::timed::{self, Repeat};
+use crate::services::timed;
 use crate::sync::thread::JoinHandle;
+use crate::time::timed_ref::Repeat;
 
 /// Runs processes on a pool of work-stealing worker threads.
 ///
@@ -595,19 +596,19 @@ impl Handle {
     /// [`RegisterError::Taken`] when another live process holds the name (it says
     /// which), [`RegisterError::NotAlive`] when `pid` never existed or has finished.
     pub fn register(&self, name: &str, pid: Pid) -> Result<(), RegisterError> {
-        self.shared.names.register(&self.shared, name, pid)
+        self.shared.names().register(&self.shared, name, pid)
     }
 
     /// Frees `name`, whoever holds it. Returns the live process that held it (`None`:
     /// no live process did).
     pub fn unregister(&self, name: &str) -> Option<Pid> {
-        self.shared.names.unregister(&self.shared, name)
+        self.shared.names().unregister(&self.shared, name)
     }
 
     /// The live process registered under `name`. (A process that is ending right now
     /// may still be found; a message sent to it then fails and comes back.)
     pub fn whereis(&self, name: &str) -> Option<Pid> {
-        self.shared.names.whereis(&self.shared, name)
+        self.shared.names().whereis(&self.shared, name)
     }
 
     /// Sends `message` (with no sender PID) to the process registered under `name`,
@@ -618,7 +619,7 @@ impl Handle {
     /// before the message reached it; either way the error gives the message back.
     pub fn send_named<T: Any + Send>(&self, name: &str, message: T) -> Result<(), SendNamedError> {
         self.shared
-            .names
+            .names()
             .send(&self.shared, None, name, Payload::new(message))
     }
 
@@ -654,7 +655,7 @@ impl Handle {
     /// [`Monitor::demonitor`]) stops it. Processes monitor with
     /// [`Context::monitor`](crate::Context::monitor) and get the `Down` as a message.
     pub fn monitor(&self, pid: Pid) -> Monitor {
-        self.shared.monitors.monitor_from_thread(self, pid)
+        self.shared.monitors().monitor_from_thread(self, pid)
     }
 
     /// Sends `message` (with no sender PID) to `to` once `delay` has passed: never

@@ -48,10 +48,10 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::command::{Command, Completer};
 use crate::engine::cell::CellRef;
 use crate::engine::completion::RawCompleter;
 use crate::engine::handle::Handle;
+use crate::engine::process::Command;
 use crate::engine::process::Tag;
 use crate::engine::shared::Shared;
 use crate::error::YieldError;
@@ -577,7 +577,7 @@ impl CallSlot {
         match old {
             SlotState::Process(waiter) => {
                 let handle = waiter.completer.handle().clone();
-                handle.shared().monitors.demonitor(waiter.monitor);
+                handle.shared().monitors().demonitor(waiter.monitor);
                 waiter.completer.release();
             }
             other => drop_quietly(other),
@@ -593,13 +593,13 @@ impl Waiter {
         let Self { completer, monitor } = self;
         let shared = completer.handle().shared();
         if !matches!(answer, Answer::CalleeDied(_)) {
-            shared.monitors.demonitor(monitor);
+            shared.monitors().demonitor(monitor);
         }
         if !matches!(answer, Answer::TimedOut) {
             // Released now rather than at its deadline; its release finds the slot
             // closed.
             shared
-                .timers
+                .timers()
                 .cancel(completer.cell().timers(), completer.tag());
         }
         completer.deliver(Ok(Payload::new(CallAnswer { callee, answer })));
@@ -664,17 +664,19 @@ where
 {
     let slot = Arc::new(CallSlot::new());
     // Before the request goes: a death after it is delivered is seen with its reason.
-    let monitor = shared.monitors.monitor_for_call(shared, pid, slot.clone());
+    let monitor = shared
+        .monitors()
+        .monitor_for_call(shared, pid, slot.clone());
     let message = Request::<Q, R>::new(request, slot.clone());
     if let Err(error) = shared.send_message(None, pid, Payload::new(message)) {
-        shared.monitors.demonitor(monitor);
+        shared.monitors().demonitor(monitor);
         return CallAnswer::new(pid, Answer::undelivered(error)).into_result();
     }
     let deadline = Instant::now()
         .checked_add(timeout)
         .unwrap_or_else(|| Instant::now() + Duration::from_secs(u32::MAX.into()));
     let answer = slot.wait(deadline, || !shared.is_live_open(pid));
-    shared.monitors.demonitor(monitor);
+    shared.monitors().demonitor(monitor);
     match answer {
         None => Err(CallError::Timeout { pid }),
         Some(answer) => CallAnswer {
@@ -938,7 +940,7 @@ impl fmt::Debug for CallAnswer {
 
 /// The scheduler's handler for [`Call`], on the worker that stepped the caller (see
 /// the module docs).
-pub(crate) fn handle_call(timers: &Arc<Timers>, call: Call, done: Completer<Call>) {
+pub(crate) fn handle_call(timers: &Arc<Timers>, call: Call, completer: RawCompleter) {
     let Call {
         callee,
         request,
@@ -946,10 +948,9 @@ pub(crate) fn handle_call(timers: &Arc<Timers>, call: Call, done: Completer<Call
         timeout,
         ..
     } = call;
-    let handle = done.handle().clone();
+    let handle = completer.handle().clone();
     let shared = handle.shared();
-    let caller = done.pid();
-    let completer = done.into_raw();
+    let caller = completer.cell().pid();
     let (cell, tag) = (completer.cell().clone(), completer.tag());
     slot.inner.lock().process = Some((handle.clone(), callee));
     // The timer first: a call that cannot time out as asked fails before its
@@ -966,7 +967,7 @@ pub(crate) fn handle_call(timers: &Arc<Timers>, call: Call, done: Completer<Call
         // Closed first: the reply dropped with the unsent request answers nothing.
         let _ = slot.give_up_any();
         match error {
-            Some(error) => Completer::<Call>::new(completer).fail(error),
+            Some(error) => completer.fail(error),
             // The service has shut down: every process has ended, the caller too.
             None => completer.release(),
         }
@@ -975,13 +976,13 @@ pub(crate) fn handle_call(timers: &Arc<Timers>, call: Call, done: Completer<Call
     }
     // Before the request goes: a death after it is delivered is seen with its reason.
     let monitor = shared
-        .monitors
+        .monitors()
         .monitor_for_call(shared, callee, slot.clone());
     if let Err(error) = shared.send_message(Some(caller), callee, request) {
-        shared.monitors.demonitor(monitor);
+        shared.monitors().demonitor(monitor);
         // Whatever the monitor said of a dead callee, or a reply dropped, is dropped.
         let _ = slot.give_up_any();
-        shared.timers.cancel(cell.timers(), tag);
+        shared.timers().cancel(cell.timers(), tag);
         let answer = CallAnswer::new(callee, Answer::undelivered(error));
         completer.deliver(Ok(Payload::new(answer)));
         return;

@@ -314,7 +314,7 @@ mod tests {
     fn spawn_linked_records_both_sides_and_ends_leave_nothing() {
         let s = Scheduler::builder().workers(2).build().unwrap();
         let handle = s.handle();
-        let monitors = &handle.shared().monitors;
+        let monitors = &handle.shared().monitors();
         let parent = s
             .spawn(
                 Parent {
@@ -348,7 +348,7 @@ mod tests {
     fn link_and_unlink_are_both_ways_and_idempotent() {
         let s = Scheduler::builder().workers(1).build().unwrap();
         let handle = s.handle();
-        let monitors = &handle.shared().monitors;
+        let monitors = &handle.shared().monitors();
         // PIDs no process has: the table alone.
         let (x, y) = (crate::Pid::from_raw(1 << 40), crate::Pid::from_raw(1 << 41));
         monitors.link_spawned(x, y);

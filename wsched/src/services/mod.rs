@@ -5,6 +5,7 @@
 //!
 //! | file | concern |
 //! |---|---|
+//! | `context.rs` | what a process's `Context` does on a scheduler |
 //! | `names.rs` | the name table: processes registered under names |
 //! | `monitors.rs` | monitors: `Down` messages when a watched process ends; the table monitors and links share |
 //! | `links.rs` | links: processes that end together, or trap the other's end as `Exit` messages |
@@ -14,6 +15,7 @@
 //! | `inbox.rs` | inboxes: a mailbox with a PID for a thread outside the scheduler |
 
 pub(crate) mod calls;
+pub(crate) mod context;
 pub(crate) mod inbox;
 pub(crate) mod links;
 pub(crate) mod monitors;

@@ -88,6 +88,7 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 
 use crate::engine::cell::CellRef;
+pub(crate) use crate::engine::context::MonitorRef;
 use crate::engine::handle::Handle;
 use crate::engine::shared::Shared;
 use crate::exit::ExitReason;
@@ -97,33 +98,16 @@ use crate::pid::Pid;
 use crate::services::calls::{Answer, CallSlot};
 use crate::sync::{AtomicBool, AtomicU64, Condvar, Mutex, Ordering};
 
+impl Shared {
+    /// The monitors and links.
+    #[inline(always)]
+    pub(crate) fn monitors(&self) -> &Monitors {
+        self.part()
+    }
+}
+
 /// Shards of the monitor table.
 const SHARDS: usize = if cfg!(loom) { 2 } else { 16 };
-
-/// Names one monitor: returned when it is set, carried by its [`Down`], and given
-/// to `demonitor` to stop it. Unique within a scheduler (or a testing harness).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct MonitorRef {
-    id: u64,
-    target: Pid,
-}
-
-impl MonitorRef {
-    pub(crate) fn new(id: u64, target: Pid) -> Self {
-        Self { id, target }
-    }
-
-    /// The process it watches.
-    pub fn target(&self) -> Pid {
-        self.target
-    }
-}
-
-impl fmt::Debug for MonitorRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "MonitorRef(#{} on {})", self.id, self.target)
-    }
-}
 
 /// The message a monitor delivers, once, when the process it watches ends.
 ///
@@ -241,14 +225,14 @@ impl Monitor {
     /// Stops the monitor. `true`: it was stopped before its `Down` was sent, and none
     /// will come; `false`: the `Down` had come already (see [`try_down`](Self::try_down)).
     pub fn demonitor(self) -> bool {
-        self.handle.shared().monitors.demonitor(self.reference)
+        self.handle.shared().monitors().demonitor(self.reference)
     }
 }
 
 impl Drop for Monitor {
     fn drop(&mut self) {
         // A no-op once demonitored or fired.
-        self.handle.shared().monitors.demonitor(self.reference);
+        self.handle.shared().monitors().demonitor(self.reference);
     }
 }
 
@@ -578,7 +562,7 @@ mod tests {
     fn ends_skip_the_table_until_a_monitor_is_set() {
         let s = Scheduler::builder().workers(2).build().unwrap();
         let handle = s.handle();
-        let monitors = &handle.shared().monitors;
+        let monitors = &handle.shared().monitors();
         for _ in 0..100 {
             let pid = s.spawn(Inert, "run", ()).unwrap();
             let _ = s.wait(pid);
@@ -638,7 +622,7 @@ mod tests {
     fn a_watcher_that_ends_first_leaves_no_monitor_on_its_targets() {
         let s = Scheduler::builder().workers(2).build().unwrap();
         let handle = s.handle();
-        let monitors = &handle.shared().monitors;
+        let monitors = &handle.shared().monitors();
         let target = s.spawn(Waiting, "run", ()).unwrap();
         let holder = Holder {
             ctx: None,
@@ -695,6 +679,6 @@ mod tests {
             .find(|r| !matches!(r, ExitReason::Error { .. } | ExitReason::NoSuchProcess));
         assert_eq!(odd, None);
         s.shutdown(PATIENCE);
-        assert_eq!(handle.shared().monitors.entries(), 0);
+        assert_eq!(handle.shared().monitors().entries(), 0);
     }
 }

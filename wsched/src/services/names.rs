@@ -65,6 +65,14 @@ use crate::payload::Payload;
 use crate::pid::Pid;
 use crate::sync::{AtomicBool, Mutex, Ordering, RwLock};
 
+impl Shared {
+    /// The name table.
+    #[inline(always)]
+    pub(crate) fn names(&self) -> &Names {
+        self.part()
+    }
+}
+
 /// Shards of the holder-to-names index.
 const SHARDS: usize = if cfg!(loom) { 2 } else { 16 };
 
@@ -228,7 +236,7 @@ mod tests {
     fn ends_skip_the_table_until_a_name_is_registered() {
         let s = Scheduler::builder().workers(2).build().unwrap();
         let handle = s.handle();
-        let names = &handle.shared().names;
+        let names = &handle.shared().names();
         for _ in 0..100 {
             let pid = s.spawn(Inert, "run", ()).unwrap();
             let _ = s.wait(pid);
@@ -264,7 +272,7 @@ mod tests {
             registrar.join().unwrap()
         });
         s.shutdown(Duration::from_secs(20));
-        let names = &handle.shared().names;
+        let names = &handle.shared().names();
         assert_eq!(
             (names.len(), names.holders()),
             (0, 0),

@@ -43,8 +43,6 @@
 //! runs under the message's lock (the interval's clone is made before it, drops
 //! happen after it).
 
-use std::any::Any;
-use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -54,211 +52,10 @@ use crate::error::{SendErrorKind, TimedSendError};
 use crate::payload::Payload;
 use crate::pid::Pid;
 use crate::runtime::{drop_quietly, Handle};
-use crate::services::timers::{Timer, Timers};
-use crate::sync::Mutex;
+use crate::services::timers::Timer;
+use crate::time::timed_ref::{CancelList, Phase, Repeat, TimedState, TimerRef};
 use crate::time::timer::TimerList;
 use crate::DeadLetterReason;
-
-/// The shortest interval period: the timer's resolution. Shorter periods are
-/// rounded up to it.
-const SHORTEST_PERIOD: Duration = Duration::from_millis(1);
-
-/// Cancels a timed message: returned by `send_after` and `send_interval` (on
-/// [`Handle`](crate::Handle), [`Context`](crate::Context) and in
-/// [`this`](crate::this)). Cheap to clone; every clone cancels the same timer.
-///
-/// Dropping it does not cancel anything: a `send_after` whose ref was dropped still
-/// sends its message, and an interval runs until its target ends.
-///
-/// ```
-/// use std::time::Duration;
-/// use wsched::Scheduler;
-/// # use wsched::{Context, Events, InitError, Payloads, Process, Status, StepError, StepOutput};
-/// # /// Finishes with the first message it gets, a `&str`.
-/// # struct First;
-/// # impl Process for First {
-/// #     fn init(&mut self, _: Context, _: &str, _: Payloads) -> Result<(), InitError> { Ok(()) }
-/// #     fn step(&mut self, events: Events<'_>, out: &mut StepOutput) -> Result<(), StepError> {
-/// #         for event in events {
-/// #             if let wsched::Event::Message(m) = event {
-/// #                 out.set_status(Status::Done(m.payload));
-/// #                 return Ok(());
-/// #             }
-/// #         }
-/// #         out.set_status(Status::WaitingForMessage);
-/// #         Ok(())
-/// #     }
-/// # }
-///
-/// let scheduler = Scheduler::builder().workers(1).build()?;
-/// let pid = scheduler.spawn(First, "run", ())?;
-/// let late = scheduler.send_after(pid, "late", Duration::from_secs(3600))?;
-/// let soon = scheduler.send_after(pid, "soon", Duration::from_millis(5))?;
-/// assert!(late.cancel(), "cancelled before it fired");
-/// assert!(!late.cancel(), "a second cancel finds nothing to stop");
-/// assert_eq!(scheduler.wait(pid)?.downcast::<&str>()?, "soon");
-/// assert!(!soon.is_active(), "it fired");
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Clone)]
-pub struct TimerRef {
-    state: Arc<TimedState>,
-    /// The service whose wheel holds the timer; `None` for the testing harness's
-    /// recorded timers, which no wheel holds.
-    timers: Option<Arc<Timers>>,
-}
-
-impl TimerRef {
-    /// A ref to a timer the testing harness recorded.
-    pub(crate) fn recorded(state: Arc<TimedState>) -> Self {
-        Self {
-            state,
-            timers: None,
-        }
-    }
-
-    /// Stops the timer. Returns `true` if it was still armed and this call stopped
-    /// it: a `send_after` whose message had not been sent, an interval that was still
-    /// running. Returns `false` if there was nothing left to stop: the message was
-    /// sent (or dropped because its target had ended), the interval had stopped by
-    /// itself (its target ended), the scheduler shut down, or it was cancelled
-    /// already.
-    ///
-    /// Either way, once `cancel` returns the timer sends nothing more: a message
-    /// being sent at that very moment is in the target's mailbox before `cancel`
-    /// returns (and `cancel` then stops the interval's next one). What the timer
-    /// would have sent is dropped on the calling thread.
-    pub fn cancel(&self) -> bool {
-        let stopped = {
-            let mut phase = self.state.phase.lock();
-            let armed = *phase == Phase::Armed;
-            if armed {
-                *phase = Phase::Cancelled;
-            }
-            armed
-        };
-        if stopped {
-            if let Some(timers) = &self.timers {
-                // Unlinks it from the wheel now, not at its deadline. If the timer
-                // thread has it in hand, this finds nothing, and the thread drops it
-                // on seeing it cancelled.
-                timers.cancel_process(&self.state.list);
-            }
-        }
-        stopped
-    }
-
-    /// Whether the timer is still armed: not fired (`send_after`), not stopped
-    /// (intervals), not cancelled. A snapshot: it may fire right after.
-    pub fn is_active(&self) -> bool {
-        *self.state.phase.lock() == Phase::Armed
-    }
-}
-
-impl fmt::Debug for TimerRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TimerRef")
-            .field("phase", &*self.state.phase.lock())
-            .finish()
-    }
-}
-
-/// What a timed message shares with its [`TimerRef`]s.
-pub(crate) struct TimedState {
-    /// Where the wheel links the message's pending timer (one at most).
-    list: TimerList,
-    phase: Mutex<Phase>,
-}
-
-impl TimedState {
-    pub(crate) fn new() -> Arc<Self> {
-        Arc::new(Self {
-            list: TimerList::new(),
-            phase: Mutex::new(Phase::Armed),
-        })
-    }
-
-    /// The testing harness firing a recorded timer by hand: the message `repeat`
-    /// sends now, if the timer is armed (a `send_after` is then over).
-    pub(crate) fn fire_by_hand(&self, repeat: &mut Repeat) -> Option<Payload> {
-        let mut phase = self.phase.lock();
-        if *phase != Phase::Armed {
-            return None;
-        }
-        match repeat {
-            Repeat::Once(message) => {
-                *phase = Phase::Over;
-                Some(std::mem::replace(message, Payload::unit()))
-            }
-            Repeat::Every { message, clone, .. } => Some(clone(message)),
-        }
-    }
-
-    /// Whether the timer was cancelled through a [`TimerRef`].
-    pub(crate) fn is_cancelled(&self) -> bool {
-        *self.phase.lock() == Phase::Cancelled
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
-    /// It will send (again).
-    Armed,
-    /// It sent its message, or stopped by itself (target ended, shutdown).
-    Over,
-    /// A [`TimerRef`] cancelled it.
-    Cancelled,
-}
-
-/// What a timed message sends, and how often.
-pub(crate) enum Repeat {
-    /// This message, once.
-    Once(Payload),
-    /// A clone of `message` every `period`.
-    Every {
-        message: Payload,
-        /// Clones `message` (made for its type by [`Repeat::every`]).
-        clone: fn(&Payload) -> Payload,
-        period: Duration,
-    },
-}
-
-impl Repeat {
-    pub(crate) fn once<T: Any + Send>(message: T) -> Self {
-        Self::Once(Payload::new(message))
-    }
-
-    /// A clone of `message` every `period` (at least a millisecond).
-    pub(crate) fn every<T: Any + Send + Clone>(message: T, period: Duration) -> Self {
-        Self::Every {
-            message: Payload::new(message),
-            clone: clone_payload::<T>,
-            period: period.max(SHORTEST_PERIOD),
-        }
-    }
-
-    /// The interval's period (`None`: sent once).
-    pub(crate) fn period(&self) -> Option<Duration> {
-        match self {
-            Self::Once(_) => None,
-            Self::Every { period, .. } => Some(*period),
-        }
-    }
-
-    /// The message, taken back (an interval's original, which it sends clones of).
-    pub(crate) fn into_payload(self) -> Payload {
-        match self {
-            Self::Once(message) | Self::Every { message, .. } => message,
-        }
-    }
-}
-
-fn clone_payload<T: Any + Send + Clone>(payload: &Payload) -> Payload {
-    let message = payload
-        .downcast_ref::<T>()
-        .expect("an interval's message keeps its type");
-    Payload::new(message.clone())
-}
 
 /// A timed message in the wheel: [`Timer::Message`].
 pub(crate) struct TimedMessage {
@@ -287,7 +84,7 @@ pub(crate) fn arm(
     if let Err(kind) = shared.live_cell(to) {
         return Err(TimedSendError::new(to, kind, repeat.into_payload()));
     }
-    let timers = &shared.timers;
+    let timers = shared.timers();
     let state = TimedState::new();
     let origin = timers.now();
     let message = TimedMessage {
@@ -299,10 +96,10 @@ pub(crate) fn arm(
         repeat,
     };
     match timers.arm_at(origin.checked_add(delay), Timer::Message(Box::new(message))) {
-        Ok(()) => Ok(TimerRef {
+        Ok(()) => Ok(TimerRef::armed(
             state,
-            timers: Some(timers.clone()),
-        }),
+            Arc::clone(timers) as Arc<dyn CancelList>,
+        )),
         Err(refused) => {
             let (timer, error) = refused.into_parts();
             let payload = message_of(timer).repeat.into_payload();
@@ -379,7 +176,7 @@ impl TimedMessage {
             (sent.is_err() && !full) || over.as_ref().is_some_and(|m| m.is_interval());
         if let Some(message) = over {
             if undelivered {
-                message.handle.shared().timers.count_undelivered();
+                message.handle.shared().timers().count_undelivered();
             }
             drop_quietly(message);
         }
@@ -410,7 +207,7 @@ impl TimedMessage {
         let Repeat::Every { period, .. } = self.repeat else {
             return Some(self);
         };
-        let timers = self.handle.shared().timers.clone();
+        let timers = self.handle.shared().timers().clone();
         let deadline = next_deadline(self.origin, period, timers.now());
         // The timer thread is running (it is this one), so only a shutdown refuses it.
         let refused = timers.arm_at(deadline, Timer::Message(self)).err()?;
@@ -430,7 +227,7 @@ impl TimedMessage {
             armed
         };
         if armed {
-            self.handle.shared().timers.count_undelivered();
+            self.handle.shared().timers().count_undelivered();
         }
         drop_quietly(self);
     }
@@ -448,6 +245,7 @@ fn next_deadline(origin: Instant, period: Duration, now: Instant) -> Option<Inst
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::time::timed_ref::SHORTEST_PERIOD;
 
     #[test]
     fn a_timer_ref_can_live_in_a_process_and_be_shared() {

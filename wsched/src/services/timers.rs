@@ -3,11 +3,21 @@
 
 use crate::engine::cell::CellRef;
 use crate::engine::completion::RawCompleter;
+use crate::engine::shared::Shared;
 use crate::payload::Payload;
 use crate::services::calls::CallTimer;
 use crate::services::timed::TimedMessage;
 use crate::tag::Tag;
 use crate::time::timer::{TimerItem, TimerList};
+use std::sync::Arc;
+
+impl Shared {
+    /// The scheduler's timer service.
+    #[inline(always)]
+    pub(crate) fn timers(&self) -> &Arc<Timers> {
+        self.part()
+    }
+}
 
 /// The scheduler's timer service.
 pub(crate) type Timers = crate::time::timer::Timers<Timer>;

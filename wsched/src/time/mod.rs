@@ -7,5 +7,7 @@
 //! | file | concern |
 //! |---|---|
 //! | `timer.rs` | the hierarchical timer wheel and the thread that fires it |
+//! | `timed_ref.rs` | a timed message's [`TimerRef`](crate::TimerRef) and the state it shares with the message |
 
+pub(crate) mod timed_ref;
 pub(crate) mod timer;

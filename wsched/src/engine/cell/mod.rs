@@ -6,12 +6,13 @@ use std::fmt;
 use std::mem::{self, ManuallyDrop};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use crate::command::{Completer, Join};
 use crate::engine::bounded::{Bounded, MailboxInfo, Push, Pushed};
+use crate::engine::completion::RawCompleter;
 use crate::engine::context::Context;
 use crate::engine::handle::Handle;
 use crate::engine::held::add_messages;
 use crate::engine::held::MessageCount;
+use crate::engine::hooks::{Instrument, Layers};
 use crate::engine::process::{
     Event, Events, Message, Process, StepOutput, SuspendKind, SuspendPoint,
 };
@@ -20,7 +21,6 @@ use crate::engine::state::{AfterStep, EventKind, ProcessState, State, StopReques
 use crate::entry_name::EntryName;
 use crate::error::{InitError, StepError};
 use crate::error::{JoinError, ProcessError};
-use crate::observe::trace::{self, SpanSlot};
 use crate::payload::{PackedPayloads, Payload, Payloads};
 use crate::pid::Pid;
 use crate::runtime::panic_message;
@@ -41,8 +41,8 @@ pub(crate) use reference::{CellRef, RefStock, ThinCell};
 /// claims the runtime makes are variants of their own, so a join or a wait does
 /// not box a closure.
 pub(crate) enum ResultWaiter {
-    /// A `Join` command: the answer completes it.
-    Join(Completer<Join>),
+    /// A `Join` command's completer: the answer completes it.
+    Join(RawCompleter),
     /// A blocking `wait` on some thread.
     Wait(Filler),
     /// Anything else (the loom models).
@@ -53,7 +53,7 @@ pub(crate) enum ResultWaiter {
 impl ResultWaiter {
     pub(crate) fn answer(self, result: Result<Payload, JoinError>) {
         match self {
-            Self::Join(done) => done.complete(result),
+            Self::Join(done) => done.deliver_with(|| Ok(Payload::new(result))),
             Self::Wait(filler) => filler.fill(result),
             Self::Call(call) => call(result),
         }
@@ -137,9 +137,10 @@ pub(crate) struct Header {
     /// at the same place step after step — the common case — compares and takes no
     /// lock, and the point costs no lock and no second copy of its own.
     suspended_at: UnsafeCell<Option<PackedPoint>>,
-    /// The process's `tracing` span (zero-sized without the `tracing` feature; see
-    /// `runtime/trace.rs`). Only the owner touches it, as the body.
-    span: SpanSlot,
+    /// The instruments' span of the process (its `tracing` span, zero-sized
+    /// without the `tracing` feature; see `hooks.rs`). Only the owner touches it,
+    /// as the body.
+    span: <Layers as Instrument>::ProcessSpan,
 }
 
 // SAFETY: `body` and `suspended_at` are the only fields that are not `Sync` by
@@ -434,7 +435,7 @@ impl ProcessCell {
                 suspended_at: UnsafeCell::new(None),
                 timers: TimerList::new(),
                 to_fat: fat_cell::<P>,
-                span: SpanSlot::none(),
+                span: <Layers as Instrument>::no_span(),
             },
             body: UnsafeCell::new(ManuallyDrop::new(process)),
         })
@@ -639,7 +640,7 @@ impl NewProcess {
         header.pid = pid;
         header.handle = Some(crate::engine::worker::lend_handle(handle));
         header.parent = parent;
-        header.span = SpanSlot::process(pid, &header.entry, parent);
+        header.span = <Layers as Instrument>::process_span(pid, &header.entry, parent);
         // The counts of the `Context`'s reference and the PID table's, added with
         // plain loads and stores while this is the only reference (`header_mut`
         // checked): cloning it twice was two locked instructions per spawn.
@@ -654,7 +655,7 @@ impl NewProcess {
             .expect("an unspawned process has its body");
         match initialised {
             Ok(()) => {
-                trace::spawned(&owned);
+                <Layers as Instrument>::initialised(&owned);
                 let ready = matches!(owned.finish_step(Suspend::Continue), Ok(true));
                 debug_assert!(ready, "nobody else can reach an unpublished cell");
                 Ok(Spawned { cell, for_table })
@@ -1069,9 +1070,9 @@ impl<'a> Owned<'a> {
         self.cell
     }
 
-    /// The process's span (see `runtime/trace.rs`), which only the owner touches.
+    /// The process's span (see `hooks.rs`), which only the owner touches.
     #[cfg(feature = "tracing")]
-    pub(crate) fn span(&self) -> &SpanSlot {
+    pub(crate) fn span(&self) -> &<Layers as Instrument>::ProcessSpan {
         &self.cell.span
     }
 

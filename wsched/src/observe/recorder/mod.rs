@@ -677,13 +677,13 @@ fn ended_step(kind: u64) -> Option<StepOutcome> {
 impl Shared {
     /// A snapshot of the recorder, if it is on.
     pub(crate) fn recording(&self) -> Option<Recording> {
-        self.recorder.as_ref().map(|r| r.recording(self))
+        self.recorder().map(|r| r.recording(self))
     }
 
     /// The recording a shutdown that timed out reports, also written to the
     /// options' dump path if there is one.
     pub(crate) fn dump_recording(&self) -> Option<std::sync::Arc<Recording>> {
-        let recorder = self.recorder.as_ref()?;
+        let recorder = self.recorder()?;
         let recording = recorder.recording(self);
         if let Some(path) = recorder.options().dump_path() {
             let written = std::fs::File::create(path).and_then(|file| {

@@ -166,7 +166,11 @@ fn check_clean(s: &Scheduler) {
     // Before the shutdown, which would release any timer left.
     assert_eq!(s.metrics().pending_timers, 0, "a timer left");
     s.shutdown(Duration::ZERO);
-    assert_eq!(s.handle().shared().monitors.entries(), 0, "a monitor left");
+    assert_eq!(
+        s.handle().shared().monitors().entries(),
+        0,
+        "a monitor left"
+    );
 }
 
 #[test]
@@ -199,7 +203,11 @@ fn a_reply_racing_the_cancel_of_the_caller_is_taken_at_most_once() {
         // the caller saw its cancel (then it is dropped with the ended caller).
         assert!(said == "cancelled" || sent, "{said}, sent: {sent}");
         // The callee lives on: the call's monitor on it is gone all the same.
-        assert_eq!(s.handle().shared().monitors.entries(), 0, "a monitor left");
+        assert_eq!(
+            s.handle().shared().monitors().entries(),
+            0,
+            "a monitor left"
+        );
         s.send(keeper, ()).unwrap();
         s.wait(keeper).unwrap();
         check_clean(&s);

@@ -47,11 +47,11 @@ fn a_link_racing_the_end_of_the_other_gets_exactly_one_signal() {
         let target = s.spawn(UntilMessage, "run", ()).unwrap();
         let trapper = s.spawn(UntilExit, "run", ()).unwrap();
         let handle = s.handle();
-        handle.shared().monitors.trap_exits(trapper, true);
+        handle.shared().monitors().trap_exits(trapper, true);
         // The trapper's own `link`, as if made in a step on another worker.
         let linking = loom::thread::spawn(move || {
             let shared = handle.shared();
-            shared.monitors.link(shared, trapper, target);
+            shared.monitors().link(shared, trapper, target);
         });
         s.send(target, ()).unwrap();
         linking.join().unwrap();
@@ -59,7 +59,7 @@ fn a_link_racing_the_end_of_the_other_gets_exactly_one_signal() {
         let exits = s.wait(trapper).unwrap().downcast::<usize>().unwrap();
         assert_eq!(exits, 1, "one Exit, from the end or from the link");
         s.shutdown(Duration::ZERO);
-        assert_eq!(s.handle().shared().monitors.entries(), 0);
+        assert_eq!(s.handle().shared().monitors().entries(), 0);
     });
 }
 
@@ -88,7 +88,7 @@ fn two_linked_processes_ending_at_once_end_once_each() {
         let b = s.spawn(FailOnMessage, "run", ()).unwrap();
         let handle = s.handle();
         let shared = handle.shared();
-        shared.monitors.link_spawned(a, b);
+        shared.monitors().link_spawned(a, b);
         let b_cell = shared.live_cell(b).unwrap();
         // `b` is stopped from another thread (as shutdown's sweep would) while `a`
         // fails on the worker.
@@ -116,6 +116,6 @@ fn two_linked_processes_ending_at_once_end_once_each() {
             "{reason_b}"
         );
         s.shutdown(Duration::ZERO);
-        assert_eq!(s.handle().shared().monitors.entries(), 0);
+        assert_eq!(s.handle().shared().monitors().entries(), 0);
     });
 }

@@ -31,7 +31,7 @@ fn a_monitor_racing_the_end_of_its_target_gets_exactly_one_down() {
             down.reason,
             ExitReason::Normal | ExitReason::NoSuchProcess
         ));
-        assert_eq!(s.handle().shared().monitors.entries(), 0);
+        assert_eq!(s.handle().shared().monitors().entries(), 0);
     });
 }
 
@@ -43,7 +43,7 @@ fn demonitor_racing_the_end_either_stops_the_down_or_finds_it_sent() {
         let monitor = s.monitor(pid);
         let handle = s.handle();
         let demonitoring = loom::thread::spawn(move || {
-            let stopped = handle.shared().monitors.demonitor(monitor.reference());
+            let stopped = handle.shared().monitors().demonitor(monitor.reference());
             // Not stopped: the Down must be there already, not on its way.
             assert_eq!(stopped, monitor.try_down().is_none());
             (stopped, monitor)
@@ -57,6 +57,6 @@ fn demonitor_racing_the_end_either_stops_the_down_or_finds_it_sent() {
             monitor.try_down().is_none(),
             "a Down after demonitor"
         );
-        assert_eq!(s.handle().shared().monitors.entries(), 0);
+        assert_eq!(s.handle().shared().monitors().entries(), 0);
     });
 }

@@ -34,7 +34,7 @@ fn a_registration_racing_the_end_of_its_process_leaves_no_name_behind() {
         // ...and once every end has run to completion, nothing of it is left.
         s.shutdown(Duration::ZERO);
         let handle = s.handle();
-        let names = &handle.shared().names;
+        let names = &handle.shared().names();
         assert_eq!(
             (names.len(), names.holders()),
             (0, 0),

@@ -11,7 +11,8 @@ use std::time::Duration;
 use crate::engine::process::{Event, Events, Process, Status, StepOutput};
 use crate::error::{InitError, StepError};
 use crate::payload::{Payload, Payloads};
-use crate::services::timed::{self, Repeat};
+use crate::services::timed;
+use crate::time::timed_ref::Repeat;
 use crate::time::timer::Clock;
 use crate::{Context, Scheduler};
 

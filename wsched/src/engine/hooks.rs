@@ -1,0 +1,230 @@
+//! The seam between the engine and the layers above it.
+//!
+//! The engine runs processes. Around that, the layers above keep state and want to
+//! know what happens: a process's end must reach its monitors, links, names and
+//! waiting calls (the services); a step's yields go to their handlers (commands);
+//! timers must be released (the services' timers, on the time layer's wheel); and
+//! observability records every step, steal and park. The engine names none of them.
+//! It calls two traits of its own, [`Hooks`] and [`Instrument`], on [`Layers`], a
+//! name it owns for "whatever sits above": the runtime layer implements `Hooks`
+//! (`runtime/layers.rs`, which puts the layers together) and observability
+//! implements `Instrument` (`observe/instrument.rs`).
+//!
+//! The calls are static: `<Layers as Hooks>::dispatch(…)` resolves at compile time,
+//! to the one implementation, and inlines like a direct call, so the seam costs
+//! nothing on the paths it sits on (a step, a yield, a process's end).
+//!
+//! The layers' state lives in [`Shared`] as [`Hooks::State`], a type the runtime
+//! layer chooses; each layer finds its own part of it by type with
+//! [`Shared::part`] (`shared.part::<Monitors>()`), so no layer names another's state,
+//! and the engine names none of it. Per process, the instruments keep their span in
+//! the process's cell as [`Instrument::ProcessSpan`].
+
+use crate::engine::cell::{CellRef, Owned};
+use crate::engine::dead_letters::DeadLetterReason;
+use crate::engine::process::{Event, Status, Yield};
+use crate::engine::shared::Shared;
+use crate::engine::worker::Caller;
+use crate::entry_name::EntryName;
+use crate::error::ProcessError;
+use crate::exit::ExitReason;
+use crate::payload::Payload;
+use crate::pid::Pid;
+use crate::tag::Tag;
+use crate::time::timer::TimerList;
+
+/// The layers above the engine, as the engine calls them: the one type that
+/// implements [`Hooks`] and [`Instrument`].
+pub(crate) struct Layers;
+
+/// What the engine asks of the services, commands and time above it.
+pub(crate) trait Hooks {
+    /// Their state, one per scheduler, kept in [`Shared`]; each layer finds its part
+    /// with [`Shared::part`].
+    type State: Send + Sync + 'static;
+
+    // ---- yields ----------------------------------------------------------------
+
+    /// Hands `yielded`, from the step of `task` that just returned, to the handler
+    /// registered for its command, on this worker.
+    fn dispatch(shared: &Shared, task: &CellRef, yielded: &mut Yield);
+
+    /// Releases the timer of the yield `tag` in `timers` (a process's pending
+    /// timers): the process withdrew it.
+    fn withdraw_timer(shared: &Shared, timers: &TimerList, tag: Tag);
+
+    /// After each run of a process on a worker, and once more as the worker exits:
+    /// settles what the run left to settle once it is over (replies dropped while it
+    /// unwound).
+    fn after_run();
+
+    // ---- processes starting and ending ------------------------------------------
+
+    /// `child`, just spawned by `parent` linked to it, is not yet published: link
+    /// them.
+    fn link_spawned(shared: &Shared, parent: Pid, child: Pid);
+
+    /// Whether anything monitors or links to any process: until then a process's
+    /// end skips [`take_kill`](Self::take_kill) and
+    /// [`tell_watchers`](Self::tell_watchers). Read after the ending process's
+    /// mailbox closed.
+    fn watched(shared: &Shared) -> bool;
+
+    /// Releases the pending timers in `timers`: their process is ending.
+    fn release_timers(shared: &Shared, timers: &TimerList);
+
+    /// Frees what `pid` held in the layers above (its names), once its result is
+    /// published.
+    fn released(shared: &Shared, pid: Pid);
+
+    /// The failure a link made `pid` stop with, if a link did: its end then reports
+    /// that instead of a plain stop.
+    fn take_kill(shared: &Shared, pid: Pid) -> Option<ProcessError>;
+
+    /// Tells `pid`'s monitors and links that it ended for `reason`, adding to
+    /// `kills` the processes its links take down. Returns whether anybody observed
+    /// the end.
+    fn tell_watchers(
+        shared: &Shared,
+        pid: Pid,
+        reason: &ExitReason,
+        kills: &mut Vec<CellRef>,
+    ) -> bool;
+
+    // ---- the scheduler's end ------------------------------------------------------
+
+    /// Releases what the layers hold once every worker has stopped (the timer
+    /// thread and its pending timers, the blocking pool).
+    fn release(shared: &Shared);
+}
+
+/// What the engine tells observability. Every method has an empty default: an
+/// instrument overrides what it records, and an event nobody records costs nothing.
+pub(crate) trait Instrument {
+    /// What the instruments keep in each process's cell (its `tracing` span).
+    type ProcessSpan: Send + 'static;
+
+    /// What a step's instruments carry from its start to its end.
+    type Step;
+
+    /// The span of a cell not spawned yet.
+    fn no_span() -> Self::ProcessSpan;
+
+    /// The span of a process spawned as `pid`, on `entry`, by `parent`.
+    fn process_span(pid: Pid, entry: &EntryName, parent: Option<Pid>) -> Self::ProcessSpan;
+
+    /// Whether steps are timed: the worker then notes whether the process it runs
+    /// was woken into its LIFO slot (its wake latency is measured).
+    #[inline(always)]
+    fn timing_steps(shared: &Shared) -> bool {
+        let _ = shared;
+        false
+    }
+
+    /// A process was initialised (its cell is `owned`, not yet published).
+    #[inline(always)]
+    fn initialised(owned: &Owned<'_>) {
+        let _ = owned;
+    }
+
+    /// `cell`'s process was spawned by `caller`, and is about to be published.
+    #[inline(always)]
+    fn spawned(shared: &Shared, caller: Caller, cell: &CellRef) {
+        let _ = (shared, caller, cell);
+    }
+
+    /// `pid` became runnable on `worker`'s queues.
+    #[inline(always)]
+    fn runnable(shared: &Shared, worker: usize, pid: Pid) {
+        let _ = (shared, worker, pid);
+    }
+
+    /// `pid` became runnable in the global queue, from outside the workers.
+    #[inline(always)]
+    fn runnable_outside(shared: &Shared, pid: Pid) {
+        let _ = (shared, pid);
+    }
+
+    /// The processes of `cells` became runnable together, from outside the workers.
+    #[inline(always)]
+    fn runnable_batch(shared: &Shared, cells: &[CellRef]) {
+        let _ = (shared, cells);
+    }
+
+    /// `worker` found nothing to run (the first idle round after work).
+    #[inline(always)]
+    fn idle(shared: &Shared, worker: usize) {
+        let _ = (shared, worker);
+    }
+
+    /// `worker` stole `taken` processes from `victim` (from its LIFO slot: `lifo`).
+    #[inline(always)]
+    fn stole(shared: &Shared, worker: usize, victim: usize, taken: usize, lifo: bool) {
+        let _ = (shared, worker, victim, taken, lifo);
+    }
+
+    /// `worker` goes to sleep.
+    #[inline(always)]
+    fn parked(shared: &Shared, worker: usize) {
+        let _ = (shared, worker);
+    }
+
+    /// `worker` woke up: woken by a producer, or (`timed_out`) to look for a
+    /// process stranded in a LIFO slot.
+    #[inline(always)]
+    fn unparked(shared: &Shared, worker: usize, timed_out: bool) {
+        let _ = (shared, worker, timed_out);
+    }
+
+    /// A step of `owned` begins on `worker`, with `events`; `woken`: the process
+    /// was woken into this worker's LIFO slot.
+    fn step_begins(
+        shared: &Shared,
+        worker: usize,
+        owned: &Owned<'_>,
+        events: &[Event],
+        woken: bool,
+    ) -> Self::Step;
+
+    /// The step `step` of `task` returned (before anything else happens).
+    #[inline(always)]
+    fn step_returned(shared: &Shared, worker: usize, task: &CellRef, step: &Self::Step) {
+        let _ = (shared, worker, task, step);
+    }
+
+    /// The step of `pid` is over and recorded: `ok` if it returned `Ok`, with
+    /// `status`.
+    #[inline(always)]
+    fn step_ended(shared: &Shared, worker: usize, pid: Pid, ok: bool, status: Option<&Status>) {
+        let _ = (shared, worker, pid, ok, status);
+    }
+
+    /// The step `step` yielded `yields`.
+    #[inline(always)]
+    fn yielded(step: &Self::Step, yields: &[Yield]) {
+        let _ = (step, yields);
+    }
+
+    /// The process of `owned` ends with `result`.
+    #[inline(always)]
+    fn exited(owned: &Owned<'_>, result: &Result<Payload, ProcessError>) {
+        let _ = (owned, result);
+    }
+
+    /// A message to `to` (from `from`) became a dead letter for `reason`.
+    #[inline(always)]
+    fn dead_letter(to: Pid, from: Option<Pid>, payload: &Payload, reason: DeadLetterReason) {
+        let _ = (to, from, payload, reason);
+    }
+}
+
+impl Shared {
+    /// The part of the layers' state of type `T` (see [`Hooks::State`]).
+    #[inline(always)]
+    pub(crate) fn part<T>(&self) -> &T
+    where
+        <Layers as Hooks>::State: AsRef<T>,
+    {
+        self.layers.as_ref()
+    }
+}
