@@ -6,8 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use proc_macro2::{Span, TokenStream, TokenTree};
-use quote::{quote, ToTokens};
+use proc_macro2::{Ident, Span, TokenStream, TokenTree};
+use quote::{quote, quote_spanned, ToTokens};
 use syn::parse::{ParseStream, Parser};
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
@@ -30,6 +30,22 @@ fn dsl_name(mac: &Macro) -> Option<&'static str> {
         2 if segments[0].ident == "wsched" || segments[0].ident == "crate" => Some(name),
         _ => None,
     }
+}
+
+/// The lowered form `@__wsched_lowered await { … }` of a DSL call whose suspension
+/// point is `function(argument)`, checked by `function`'s bound: the exported macro
+/// awaits the block. The argument is bound first and passed by name, the binding and
+/// the call spanned at `span` (the macro's name), so that a type that fails the bound
+/// is one error, not two: one for the bound, where the argument is, and one for the
+/// output type the bound's trait gives, where the call is (rustc reports the same
+/// failure once per span). The argument's temporaries are dropped before the
+/// suspension, not held across it.
+fn checked_call(span: Span, function: TokenStream, argument: TokenStream) -> TokenStream {
+    let value = Ident::new("__wsched_argument", span);
+    quote_spanned!(span=> @__wsched_lowered await {
+        let #value = #argument;
+        #function(#value)
+    })
 }
 
 /// Whether tokens mention a DSL macro or `await` anywhere (then a foreign macro's
@@ -97,6 +113,16 @@ impl<'a> Lower<'a> {
             let _ = || (#kept,);
             ::core::unreachable!()
         })
+    }
+
+    /// Reports `message` at the `.await` at `span` and gives what replaces
+    /// `base.await`: an expression of the awaited future's output type, never
+    /// evaluated, so that the value's uses add no error of their own (a
+    /// `::core::unreachable!()` there left its type to inference, which failed with
+    /// "type annotations needed" as soon as the value was used).
+    fn fail_await(&mut self, span: Span, message: String, base: &Expr) -> Expr {
+        self.errors.span(span, message);
+        syn::parse_quote_spanned!(span=> ::wsched::__private::never_awaited(|| #base))
     }
 
     fn why_not_here(&self, what: &str) -> Option<String> {
@@ -170,8 +196,19 @@ impl<'a> Lower<'a> {
                                 .into(),
                         )
                     }
-                    1 => quote!(@__wsched_lowered one #(#exprs)*),
-                    2..=8 => quote!(@__wsched_lowered many #(#exprs),*),
+                    1 => {
+                        let command = &exprs[0];
+                        checked_call(
+                            span,
+                            quote_spanned!(span=> ::wsched::__private::yield_one),
+                            quote!(#command),
+                        )
+                    }
+                    2..=8 => checked_call(
+                        span,
+                        quote_spanned!(span=> ::wsched::__private::yield_many),
+                        quote!((#(#exprs,)*)),
+                    ),
                     _ => {
                         return self.fail(
                             span,
@@ -442,14 +479,14 @@ impl VisitMut for Lower<'_> {
                 }
                 let span = a.await_token.span;
                 if let Some(nested) = self.nested {
-                    let base = &a.base;
-                    *expr = self.fail_keeping(
+                    let base = a.base.clone();
+                    *expr = self.fail_await(
                         span,
                         format!(
                             "`.await` cannot be used inside {nested} in an entry: only the \
                              suspension points of the entry itself are driven"
                         ),
-                        quote!(#base),
+                        &base,
                     );
                     return;
                 }
@@ -462,8 +499,8 @@ impl VisitMut for Lower<'_> {
                          would never complete. Suspend with `yield_cmd!`, `yield_all!`, \
                          `recv!` or `call!`; `.await` is only for this impl's own #[suspend] and \
                          #[entry] methods (`self.helper(..).await`)";
-                    let base = &a.base;
-                    *expr = self.fail_keeping(span, message.into(), quote!(#base));
+                    let base = a.base.clone();
+                    *expr = self.fail_await(span, message.into(), &base);
                 }
             }
             Expr::Closure(_) => self.nested("a closure", |s| visit_mut::visit_expr_mut(s, expr)),

@@ -120,6 +120,16 @@ pub fn timeout<T: Timeout>(timeout: T) -> std::time::Duration {
     timeout.into_duration()
 }
 
+/// What replaces an `.await` that `#[process]` reported as an error (an `.await` of
+/// anything but the impl's own entries and `#[suspend]` methods): typed as the output
+/// of the future `base` makes, so that the value's uses add no error of their own.
+/// Never called: the compile error stops the build first.
+#[inline(always)]
+pub fn never_awaited<F: std::future::IntoFuture>(base: impl FnOnce() -> F) -> F::Output {
+    let _ = base;
+    unreachable!("an `.await` reported as a compile error")
+}
+
 /// The result of an entry returning a plain value.
 pub fn infallible<T: Any + Send>(value: T) -> Result<Payload, StepError> {
     Ok(Payload::new(value))
