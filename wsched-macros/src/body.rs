@@ -48,6 +48,23 @@ fn checked_call(span: Span, function: TokenStream, argument: TokenStream) -> Tok
     })
 }
 
+/// Whether `expr` is a DSL call that gives one `Result`: `yield_cmd!` of one
+/// command, `recv!` without arms, or `call!` (not `yield_cmd!` of several, whose
+/// value is a tuple of results, nor `yield_all!`, a vector of them).
+fn gives_one_result(expr: &Expr) -> bool {
+    let Expr::Macro(ExprMacro { mac, .. }) = expr else {
+        return false;
+    };
+    match dsl_name(mac) {
+        Some("recv") => !crate::recv_arms::is_arms(&mac.tokens),
+        Some("call") => true,
+        Some("yield_cmd") => Punctuated::<Expr, Token![,]>::parse_terminated
+            .parse2(mac.tokens.clone())
+            .is_ok_and(|commands| commands.len() == 1),
+        _ => false,
+    }
+}
+
 /// Whether tokens mention a DSL macro or `await` anywhere (then a foreign macro's
 /// arguments are worth parsing).
 fn mentions_dsl(tokens: &TokenStream) -> bool {
@@ -525,6 +542,40 @@ impl VisitMut for Lower<'_> {
             return;
         }
         visit_mut::visit_stmt_mut(self, stmt);
+    }
+
+    /// `let name: Type = yield_cmd!(..);` (or `recv!`, `call!`), with a `Type` that
+    /// may not be the `Result` the macro gives (no `?`): the value goes through
+    /// `__private::outcome::<Type, _>`, whose bound says to add `?` or match on the
+    /// `Result` where rustc's "mismatched types" would suggest an `.expect` inside
+    /// the exported macro. An identity for a `Type` that is the `Result`.
+    fn visit_local_mut(&mut self, local: &mut syn::Local) {
+        let annotated = match (&local.pat, &local.init) {
+            (syn::Pat::Type(typed), Some(init)) if !matches!(*typed.ty, Type::Infer(_)) => {
+                gives_one_result(&init.expr).then(|| typed.ty.clone())
+            }
+            _ => None,
+        };
+        visit_mut::visit_local_mut(self, local);
+        let (Some(ty), Some(init)) = (annotated, &mut local.init) else {
+            return;
+        };
+        // Lowered, not replaced by an error's stand-in (an `unreachable!()`).
+        let Expr::Macro(lowered) = &*init.expr else {
+            return;
+        };
+        let is_lowered = matches!(
+            lowered.mac.tokens.clone().into_iter().next(),
+            Some(TokenTree::Punct(p)) if p.as_char() == '@'
+        );
+        if !is_lowered {
+            return;
+        }
+        let span = lowered.mac.path.span();
+        let lowered = lowered.clone();
+        *init.expr = syn::parse_quote_spanned!(span=>
+            ::wsched::__private::outcome::<#ty, _>(#lowered)
+        );
     }
 
     /// Nested items (fns, impls, modules) are not part of the method: not visited. A DSL
