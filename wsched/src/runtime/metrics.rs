@@ -5,7 +5,7 @@ use super::state::ProcessState;
 use super::timing::StepTimingMetrics;
 use crate::pid::Pid;
 use crate::process::{SuspendKind, SuspendPoint};
-use crate::type_name::plural;
+use crate::type_name::{plural, WaitingTypes};
 // Plain std atomics even under loom: these are statistics, not synchronisation, and
 // modelling every counter update would multiply the interleavings loom explores
 // without checking anything. (A thief reads a victim's step counter only as a hint;
@@ -450,6 +450,16 @@ impl std::fmt::Display for ProcessInfo {
             1 => f.write_str(", 1 message waiting")?,
             n => write!(f, ", {n} messages waiting")?,
         }
+        let receives = match self.suspended_at {
+            Some(SuspendPoint {
+                kind: SuspendKind::Receive { message_type },
+                ..
+            }) => message_type,
+            _ => None,
+        };
+        let types = self.waiting_messages.iter();
+        let types = types.map(|m| (m.type_name, m.count));
+        write!(f, "{}", WaitingTypes { types, receives })?;
         if let Some(mailbox) = &self.bounded_mailbox {
             write!(f, ", {mailbox}")?;
         }

@@ -410,6 +410,23 @@ impl Shared {
         self.registry.with(pid, |cell| !cell.is_closing()) == Some(true)
     }
 
+    /// Where `pid`'s process is suspended (if it is live and said so), and the types
+    /// of the messages waiting for it, as its listing has them: for the timeout of a
+    /// call to it.
+    pub(crate) fn callee_state(
+        &self,
+        pid: Pid,
+    ) -> (Option<crate::process::SuspendPoint>, Vec<MessageCount>) {
+        let state = self
+            .registry
+            .with(pid, |cell| (cell.suspend_point(), cell.waiting_messages()));
+        let Some((at, mut waiting)) = state else {
+            return (None, Vec::new());
+        };
+        self.held.add_to(pid, &mut waiting);
+        (at, waiting)
+    }
+
     /// Whether `pid`'s process is live (not done).
     pub(crate) fn is_live(&self, pid: Pid) -> bool {
         self.registry.with(pid, |cell| !cell.is_done()) == Some(true)
