@@ -1,8 +1,9 @@
 //! `#[process]` calls (`call!`): a reply, a timeout and the late reply dropped, a
 //! callee dying mid-call (panicking, or stopped by a link) reported at once with its
 //! reason, a dead or unknown callee (the request comes back), a reply dropped
-//! unanswered, the caller cancelled mid-call; and the same played step by step in the
-//! testing harness (`take_call`, `request`).
+//! unanswered, the caller cancelled mid-call; what a timeout says of the callee (a
+//! receive of other types, with the callee's listing; busy; holding the request);
+//! and the same played step by step in the testing harness (`take_call`, `request`).
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -171,8 +172,28 @@ fn a_timeout_comes_no_sooner_than_the_deadline_and_a_late_reply_is_dropped() {
         .unwrap()
         .downcast::<(Result<u32, CallError<Ask>>, Duration)>()
         .unwrap();
-    match answer {
-        Err(CallError::Timeout { pid }) => assert_eq!(pid, server),
+    let error = answer.expect_err("the server holds the reply");
+    match &error {
+        CallError::Timeout {
+            pid,
+            request_waiting,
+            callee_at: Some(at),
+            ..
+        } => {
+            assert_eq!(*pid, server);
+            assert_eq!(*request_waiting, Some(false), "the server took the request");
+            // It took the request, and waits for something else, holding the reply.
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "{server} did not reply within the timeout to the call's \
+                     `Request<Ask, u32>` (the call expects a `u32` reply); it took the \
+                     request but has not answered it, and waits at {at}; give it longer, \
+                     or check that it answers with `reply.send(value)`"
+                )
+            );
+            assert!(at.to_string().starts_with("receive of `&str` at "), "{at}");
+        }
         other => panic!("{other:?}"),
     }
     assert!(took >= timeout, "not before the deadline: {took:?}");
@@ -184,6 +205,192 @@ fn a_timeout_comes_no_sooner_than_the_deadline_and_a_late_reply_is_dropped() {
     assert!(
         !taken,
         "the caller had given up: the reply was refused, and dropped"
+    );
+}
+
+/// A call's request, answered (by [`Counter`]) with a `u64`.
+#[derive(Debug)]
+struct GetCount;
+
+/// Starts the counting.
+struct Start;
+
+/// Receives `Request<GetCount, u64>`, once started.
+struct Counter;
+
+#[process]
+impl Counter {
+    #[entry]
+    fn serve(&mut self) -> Result<(), BoxError> {
+        recv!(Start)?;
+        loop {
+            let Request { reply, .. } = recv!(Request<GetCount, u64>)?;
+            reply.send(7);
+        }
+    }
+}
+
+struct CountCaller;
+
+#[process]
+impl CountCaller {
+    /// Calls `counter` expecting a `u32`, which it does not answer: the error.
+    #[entry]
+    fn ask(&mut self, counter: Pid) -> Option<CallError<GetCount>> {
+        let answer: Result<u32, _> = call!(counter, GetCount, timeout = Duration::from_millis(30));
+        answer.err()
+    }
+}
+
+/// The call's timeout error, from a process (`call!`) or a thread (`Scheduler::call`).
+fn count_as_u32(s: &Scheduler, counter: Pid, from_a_thread: bool) -> CallError<GetCount> {
+    let error = if from_a_thread {
+        s.call::<GetCount, u32>(counter, GetCount, Duration::from_millis(30))
+            .err()
+    } else {
+        let caller = s.spawn(CountCaller, "ask", (counter,)).unwrap();
+        s.wait_timeout(caller, WAIT)
+            .unwrap()
+            .downcast::<Option<CallError<GetCount>>>()
+            .unwrap()
+    };
+    error.expect("nobody answers a `u32`")
+}
+
+/// Where `counter` waits, from its listing once it waits there; its listing's line.
+fn listed_at(s: &Scheduler, counter: Pid, receives: &str) -> (String, String) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let info = s.processes().into_iter().find(|p| p.pid == counter);
+        let info = info.expect("the counter is listed");
+        if let Some(at) = info.suspended_at {
+            if at
+                .to_string()
+                .starts_with(&format!("receive of `{receives}` at "))
+            {
+                return (at.to_string(), info.to_string());
+            }
+        }
+        assert!(Instant::now() < deadline, "{info}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn a_call_whose_reply_type_differs_names_both_types_in_its_timeout_and_the_listing() {
+    let s = scheduler();
+    let counter = s.spawn(Counter, "serve", ()).unwrap();
+    s.send(counter, Start).unwrap();
+    let (at, _) = listed_at(&s, counter, "Request<GetCount, u64>");
+    let mismatch = "a `Request<GetCount, u32>` is waiting but this process receives \
+                    `Request<GetCount, u64>` (its caller expects a `u32` reply, the receive \
+                    answers with a `u64`)";
+    for from_a_thread in [false, true] {
+        let error = count_as_u32(&s, counter, from_a_thread);
+        match &error {
+            CallError::Timeout {
+                pid,
+                reply,
+                callee_at: Some(callee_at),
+                request_waiting,
+                ..
+            } => {
+                assert_eq!(*pid, counter);
+                assert_eq!(*reply, "u32");
+                assert_eq!(callee_at.to_string(), at);
+                assert_eq!(*request_waiting, Some(true), "the request is not received");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "{counter} did not reply within the timeout to the call's \
+                 `Request<GetCount, u32>` (the call expects a `u32` reply); it waits at \
+                 {at}, so the request stays in its mailbox: {mismatch}; make the call's \
+                 types and the receive's agree"
+            )
+        );
+    }
+    // The callee's listing shows the requests it does not take, and why.
+    let (_, line) = listed_at(&s, counter, "Request<GetCount, u64>");
+    assert!(
+        line.ends_with(&format!(
+            ", at {at}, 2 messages waiting (2 `Request<GetCount, u32>`); {mismatch}"
+        )),
+        "{line}"
+    );
+    // The right types are answered, past the requests left waiting.
+    assert_eq!(s.call::<GetCount, u64>(counter, GetCount, WAIT).unwrap(), 7);
+}
+
+#[test]
+fn a_call_to_a_process_receiving_something_else_says_what_it_waits_for() {
+    let s = scheduler();
+    let counter = s.spawn(Counter, "serve", ()).unwrap();
+    let (at, _) = listed_at(&s, counter, "Start");
+    let error = count_as_u32(&s, counter, false);
+    assert!(
+        matches!(
+            error,
+            CallError::Timeout {
+                request_waiting: Some(true),
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "{counter} did not reply within the timeout to the call's \
+             `Request<GetCount, u32>` (the call expects a `u32` reply); it waits at {at}, \
+             so the request stays in its mailbox: it must receive `Request<GetCount, u32>`"
+        )
+    );
+    let (_, line) = listed_at(&s, counter, "Start");
+    assert!(
+        line.ends_with(", 1 message waiting (a `Request<GetCount, u32>`)"),
+        "{line}"
+    );
+}
+
+/// Sleeps a while before it receives anything.
+struct Sleepy;
+
+#[process]
+impl Sleepy {
+    #[entry]
+    fn serve(&mut self) -> Result<(), BoxError> {
+        yield_cmd!(wsched::command::Sleep(Duration::from_millis(300)))?;
+        let Request { reply, .. } = recv!(Request<GetCount, u32>)?;
+        reply.send(7);
+        Ok(())
+    }
+}
+
+#[test]
+fn a_call_to_a_busy_process_says_the_request_is_not_received_yet() {
+    let s = scheduler();
+    let sleepy = s.spawn(Sleepy, "serve", ()).unwrap();
+    let error = count_as_u32(&s, sleepy, false);
+    let CallError::Timeout {
+        callee_at: Some(at),
+        request_waiting: Some(true),
+        ..
+    } = &error
+    else {
+        panic!("{error:?}")
+    };
+    assert!(at.to_string().starts_with("yield of `Sleep` at "), "{at}");
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "{sleepy} did not reply within the timeout to the call's \
+             `Request<GetCount, u32>` (the call expects a `u32` reply); the request is still \
+             in its mailbox, not received yet (it is at {at}); give it longer, or check that \
+             it receives `Request<GetCount, u32>`"
+        )
     );
 }
 
@@ -354,6 +561,17 @@ fn the_harness_plays_each_answer_to_a_call() {
         t.complete(call.tag, call.timeout());
     });
     assert!(late.as_ref().is_err_and(CallError::is_timeout), "{late:?}");
+    // Played by the harness: nothing is known of the callee.
+    let late = late.unwrap_err();
+    assert_eq!(
+        late.to_string(),
+        format!(
+            "{} did not reply within the timeout to the call's `Request<Ask, u32>` (the call \
+             expects a `u32` reply); give it longer, or check that it receives \
+             `Request<Ask, u32>` and answers it",
+            late.pid()
+        )
+    );
     let gone = harness_call(|t, call| {
         t.complete(call.tag, call.no_such_process());
     });

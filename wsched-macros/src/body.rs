@@ -6,8 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use proc_macro2::{Span, TokenStream, TokenTree};
-use quote::{quote, ToTokens};
+use proc_macro2::{Ident, Span, TokenStream, TokenTree};
+use quote::{quote, quote_spanned, ToTokens};
 use syn::parse::{ParseStream, Parser};
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
@@ -29,6 +29,39 @@ fn dsl_name(mac: &Macro) -> Option<&'static str> {
         1 => Some(name),
         2 if segments[0].ident == "wsched" || segments[0].ident == "crate" => Some(name),
         _ => None,
+    }
+}
+
+/// The lowered form `@__wsched_lowered await { … }` of a DSL call whose suspension
+/// point is `function(argument)`, checked by `function`'s bound: the exported macro
+/// awaits the block. The argument is bound first and passed by name, the binding and
+/// the call spanned at `span` (the macro's name), so that a type that fails the bound
+/// is one error, not two: one for the bound, where the argument is, and one for the
+/// output type the bound's trait gives, where the call is (rustc reports the same
+/// failure once per span). The argument's temporaries are dropped before the
+/// suspension, not held across it.
+fn checked_call(span: Span, function: TokenStream, argument: TokenStream) -> TokenStream {
+    let value = Ident::new("__wsched_argument", span);
+    quote_spanned!(span=> @__wsched_lowered await {
+        let #value = #argument;
+        #function(#value)
+    })
+}
+
+/// Whether `expr` is a DSL call that gives one `Result`: `yield_cmd!` of one
+/// command, `recv!` without arms, or `call!` (not `yield_cmd!` of several, whose
+/// value is a tuple of results, nor `yield_all!`, a vector of them).
+fn gives_one_result(expr: &Expr) -> bool {
+    let Expr::Macro(ExprMacro { mac, .. }) = expr else {
+        return false;
+    };
+    match dsl_name(mac) {
+        Some("recv") => !crate::recv_arms::is_arms(&mac.tokens),
+        Some("call") => true,
+        Some("yield_cmd") => Punctuated::<Expr, Token![,]>::parse_terminated
+            .parse2(mac.tokens.clone())
+            .is_ok_and(|commands| commands.len() == 1),
+        _ => false,
     }
 }
 
@@ -97,6 +130,16 @@ impl<'a> Lower<'a> {
             let _ = || (#kept,);
             ::core::unreachable!()
         })
+    }
+
+    /// Reports `message` at the `.await` at `span` and gives what replaces
+    /// `base.await`: an expression of the awaited future's output type, never
+    /// evaluated, so that the value's uses add no error of their own (a
+    /// `::core::unreachable!()` there left its type to inference, which failed with
+    /// "type annotations needed" as soon as the value was used).
+    fn fail_await(&mut self, span: Span, message: String, base: &Expr) -> Expr {
+        self.errors.span(span, message);
+        syn::parse_quote_spanned!(span=> ::wsched::__private::never_awaited(|| #base))
     }
 
     fn why_not_here(&self, what: &str) -> Option<String> {
@@ -170,8 +213,19 @@ impl<'a> Lower<'a> {
                                 .into(),
                         )
                     }
-                    1 => quote!(@__wsched_lowered one #(#exprs)*),
-                    2..=8 => quote!(@__wsched_lowered many #(#exprs),*),
+                    1 => {
+                        let command = &exprs[0];
+                        checked_call(
+                            span,
+                            quote_spanned!(span=> ::wsched::__private::yield_one),
+                            quote!(#command),
+                        )
+                    }
+                    2..=8 => checked_call(
+                        span,
+                        quote_spanned!(span=> ::wsched::__private::yield_many),
+                        quote!((#(#exprs,)*)),
+                    ),
                     _ => {
                         return self.fail(
                             span,
@@ -442,14 +496,14 @@ impl VisitMut for Lower<'_> {
                 }
                 let span = a.await_token.span;
                 if let Some(nested) = self.nested {
-                    let base = &a.base;
-                    *expr = self.fail_keeping(
+                    let base = a.base.clone();
+                    *expr = self.fail_await(
                         span,
                         format!(
                             "`.await` cannot be used inside {nested} in an entry: only the \
                              suspension points of the entry itself are driven"
                         ),
-                        quote!(#base),
+                        &base,
                     );
                     return;
                 }
@@ -462,8 +516,8 @@ impl VisitMut for Lower<'_> {
                          would never complete. Suspend with `yield_cmd!`, `yield_all!`, \
                          `recv!` or `call!`; `.await` is only for this impl's own #[suspend] and \
                          #[entry] methods (`self.helper(..).await`)";
-                    let base = &a.base;
-                    *expr = self.fail_keeping(span, message.into(), quote!(#base));
+                    let base = a.base.clone();
+                    *expr = self.fail_await(span, message.into(), &base);
                 }
             }
             Expr::Closure(_) => self.nested("a closure", |s| visit_mut::visit_expr_mut(s, expr)),
@@ -488,6 +542,40 @@ impl VisitMut for Lower<'_> {
             return;
         }
         visit_mut::visit_stmt_mut(self, stmt);
+    }
+
+    /// `let name: Type = yield_cmd!(..);` (or `recv!`, `call!`), with a `Type` that
+    /// may not be the `Result` the macro gives (no `?`): the value goes through
+    /// `__private::outcome::<Type, _>`, whose bound says to add `?` or match on the
+    /// `Result` where rustc's "mismatched types" would suggest an `.expect` inside
+    /// the exported macro. An identity for a `Type` that is the `Result`.
+    fn visit_local_mut(&mut self, local: &mut syn::Local) {
+        let annotated = match (&local.pat, &local.init) {
+            (syn::Pat::Type(typed), Some(init)) if !matches!(*typed.ty, Type::Infer(_)) => {
+                gives_one_result(&init.expr).then(|| typed.ty.clone())
+            }
+            _ => None,
+        };
+        visit_mut::visit_local_mut(self, local);
+        let (Some(ty), Some(init)) = (annotated, &mut local.init) else {
+            return;
+        };
+        // Lowered, not replaced by an error's stand-in (an `unreachable!()`).
+        let Expr::Macro(lowered) = &*init.expr else {
+            return;
+        };
+        let is_lowered = matches!(
+            lowered.mac.tokens.clone().into_iter().next(),
+            Some(TokenTree::Punct(p)) if p.as_char() == '@'
+        );
+        if !is_lowered {
+            return;
+        }
+        let span = lowered.mac.path.span();
+        let lowered = lowered.clone();
+        *init.expr = syn::parse_quote_spanned!(span=>
+            ::wsched::__private::outcome::<#ty, _>(#lowered)
+        );
     }
 
     /// Nested items (fns, impls, modules) are not part of the method: not visited. A DSL

@@ -1372,7 +1372,7 @@ impl<Q: Any + Send, R: Any + Send> CallMade<Q, R> {
 
     /// The answer when the timeout runs out first: [`CallError::Timeout`](crate::CallError::Timeout).
     pub fn timeout(&self) -> CallAnswer {
-        CallAnswer::new(self.callee, Answer::TimedOut)
+        CallAnswer::new(self.callee, Answer::TimedOut(None, None))
     }
 
     /// The answer when the callee is not live: [`CallError::NoSuchProcess`](crate::CallError::NoSuchProcess), with the

@@ -125,7 +125,19 @@ fn a_timeout_comes_no_sooner_than_the_deadline_and_a_late_reply_is_dropped() {
     let timeout = Duration::from_millis(30);
     let start = Instant::now();
     match s.call::<u32, u32>(pid, 7, timeout) {
-        Err(CallError::Timeout { pid: p }) => assert_eq!(p, pid),
+        Err(error @ CallError::Timeout { pid: p, .. }) => {
+            assert_eq!(p, pid);
+            // A hand-written callee says nowhere it waits; it took the request.
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "{pid} did not reply within the timeout to the call's `Request<u32, u32>` \
+                     (the call expects a `u32` reply); it took the request but has not \
+                     answered it; give it longer, or check that it answers with \
+                     `reply.send(value)`"
+                )
+            );
+        }
         other => panic!("{other:?}"),
     }
     assert!(start.elapsed() >= timeout, "not before the deadline");
@@ -231,7 +243,7 @@ fn a_process_call_times_out_and_the_late_reply_is_dropped() {
     let timeout = Duration::from_millis(30);
     let start = Instant::now();
     match process_call(&s, server, 7, Some(timeout)) {
-        Err(CallError::Timeout { pid }) => assert_eq!(pid, server),
+        Err(CallError::Timeout { pid, .. }) => assert_eq!(pid, server),
         other => panic!("{other:?}"),
     }
     assert!(start.elapsed() >= timeout, "not before the deadline");

@@ -16,12 +16,16 @@ where
 {
     #[suspend]
     fn take(&mut self) -> Option<Message> {
-        wsched::recv!(timeout = Duration::from_secs(1)).ok()
+        let message: Result<Message, _> = wsched::recv!(timeout = Duration::from_secs(1));
+        message.ok()
     }
 
+    // A `let` annotated with the `Result` itself (checked to be one: an identity).
     #[suspend]
     fn nap() -> Result<(), wsched::YieldError> {
-        wsched::yield_cmd!(wsched::command::Sleep(Duration::ZERO))
+        let napped: Result<(), wsched::YieldError> =
+            wsched::yield_cmd!(wsched::command::Sleep(Duration::ZERO));
+        napped
     }
 
     #[entry(name = "echo")]

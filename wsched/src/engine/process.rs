@@ -52,6 +52,13 @@ use crate::type_name::Short;
 /// assert_eq!(scheduler.wait(pid)?.downcast::<usize>()?, 8);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a command: only a `Command` can be yielded",
+    label = "not a `Command`",
+    note = "a command is a type of your own with `impl Command for MyCommand {{ type Output = …; }}` \
+            (what its completion carries), performed by a handler registered for it on the \
+            scheduler's builder"
+)]
 pub trait Command: Send + 'static {
     /// What the command's completion carries on success.
     type Output: Send + 'static;

@@ -9,11 +9,11 @@ use crate::engine::context::Context;
 use crate::engine::counters::{CoarseClock, ProcessCounts, ProcessEvent, WorkerCounters};
 use crate::engine::dead_letters::{DeadLetterReason, DeadLetters};
 use crate::engine::handle::Handle;
-use crate::engine::held::HeldMessages;
+use crate::engine::held::{HeldMessages, MessageCount};
 use crate::engine::hooks::{Hooks, Instrument, Layers};
 use crate::engine::idle::Idle;
 use crate::engine::live::LiveCount;
-use crate::engine::process::{drop_quietly, init_process, Event, Message};
+use crate::engine::process::{drop_quietly, init_process, Event, Message, SuspendPoint};
 use crate::engine::queue::inject::Inject;
 use crate::engine::queue::lifo::LifoSlot;
 use crate::engine::queue::local::Steal;
@@ -377,6 +377,20 @@ impl Shared {
     /// Whether `pid`'s process is live with its mailbox open (not ending).
     pub(crate) fn is_live_open(&self, pid: Pid) -> bool {
         self.registry.with(pid, |cell| !cell.is_closing()) == Some(true)
+    }
+
+    /// Where `pid`'s process is suspended (if it is live and said so), and the types
+    /// of the messages waiting for it, as its listing has them: for the timeout of a
+    /// call to it.
+    pub(crate) fn callee_state(&self, pid: Pid) -> (Option<SuspendPoint>, Vec<MessageCount>) {
+        let state = self
+            .registry
+            .with(pid, |cell| (cell.suspend_point(), cell.waiting_messages()));
+        let Some((at, mut waiting)) = state else {
+            return (None, Vec::new());
+        };
+        self.held.add_to(pid, &mut waiting);
+        (at, waiting)
     }
 
     /// Whether `pid`'s process is live (not done).

@@ -60,11 +60,8 @@
 /// ```
 #[macro_export]
 macro_rules! yield_cmd {
-    (@__wsched_lowered many $($command:expr),+) => {
-        $crate::__private::yield_many(($($command,)+)).await
-    };
-    (@__wsched_lowered one $command:expr) => {
-        $crate::__private::yield_one($command).await
+    (@__wsched_lowered await $checked:block) => {
+        $checked.await
     };
     ($($tokens:tt)*) => {
         ::core::compile_error!(

@@ -123,6 +123,44 @@ pub fn timeout<T: Timeout>(timeout: T) -> std::time::Duration {
     timeout.into_duration()
 }
 
+/// What replaces an `.await` that `#[process]` reported as an error (an `.await` of
+/// anything but the impl's own entries and `#[suspend]` methods): typed as the output
+/// of the future `base` makes, so that the value's uses add no error of their own.
+/// Never called: the compile error stops the build first.
+#[inline(always)]
+pub fn never_awaited<F: std::future::IntoFuture>(base: impl FnOnce() -> F) -> F::Output {
+    let _ = base;
+    unreachable!("an `.await` reported as a compile error")
+}
+
+/// What `let name: T = yield_cmd!(..);` (or `recv!`, `call!`) checks: that `T` is
+/// the `Result` the macro gives (`Self`), with a message for the usual slip, a
+/// missing `?`, in place of rustc's "mismatched types" (whose suggestion lands
+/// inside the exported macro).
+#[diagnostic::on_unimplemented(
+    message = "this suspension point gives `{Self}`, not `{T}`",
+    label = "a `Result`: the value, or why there is none",
+    note = "add `?` after the macro call's closing parenthesis to take the value and pass the \
+            error on, or match on the `Result` to handle the error here"
+)]
+pub trait Outcome<T> {
+    /// The value itself.
+    fn outcome(self) -> T;
+}
+
+impl<T> Outcome<T> for T {
+    #[inline(always)]
+    fn outcome(self) -> T {
+        self
+    }
+}
+
+/// `value`, given to a `let` annotated with the type `T` (see [`Outcome`]).
+#[inline(always)]
+pub fn outcome<T, R: Outcome<T>>(value: R) -> T {
+    value.outcome()
+}
+
 /// The result of an entry returning a plain value.
 pub fn infallible<T: Any + Send>(value: T) -> Result<Payload, StepError> {
     Ok(Payload::new(value))

@@ -9,7 +9,7 @@ use crate::engine::process::{SuspendKind, SuspendPoint};
 use crate::engine::state::ProcessState;
 use crate::observe::timing::StepTimingMetrics;
 use crate::pid::Pid;
-use crate::type_name::plural;
+use crate::type_name::{plural, WaitingTypes};
 impl WorkerCounters {
     /// `local_queue`: the worker's deque length now; `start`: the scheduler's start.
     pub(crate) fn snapshot(&self, local_queue: usize, start: Instant) -> WorkerMetrics {
@@ -229,6 +229,16 @@ impl std::fmt::Display for ProcessInfo {
             1 => f.write_str(", 1 message waiting")?,
             n => write!(f, ", {n} messages waiting")?,
         }
+        let receives = match self.suspended_at {
+            Some(SuspendPoint {
+                kind: SuspendKind::Receive { message_type },
+                ..
+            }) => message_type,
+            _ => None,
+        };
+        let types = self.waiting_messages.iter();
+        let types = types.map(|m| (m.type_name, m.count));
+        write!(f, "{}", WaitingTypes { types, receives })?;
         if let Some(mailbox) = &self.bounded_mailbox {
             write!(f, ", {mailbox}")?;
         }

@@ -51,8 +51,10 @@ use std::time::{Duration, Instant};
 use crate::engine::cell::CellRef;
 use crate::engine::completion::RawCompleter;
 use crate::engine::handle::Handle;
+use crate::engine::held::MessageCount;
 use crate::engine::process::Command;
 use crate::engine::process::Tag;
+use crate::engine::process::{SuspendKind, SuspendPoint};
 use crate::engine::shared::Shared;
 use crate::error::YieldError;
 use crate::exit::ExitReason;
@@ -62,6 +64,7 @@ use crate::runtime::drop_quietly;
 use crate::services::monitors::MonitorRef;
 use crate::services::timers::{Timer, Timers};
 use crate::sync::{Condvar, Mutex};
+use crate::type_name::{request_mismatch, request_path, Short, WithArticle};
 
 /// A request as the callee receives it: `recv!(Request<Q, R>)` (or a hand-written
 /// process's message payload). Answer with `reply.send(value)`.
@@ -260,9 +263,26 @@ pub enum CallError<Q> {
         reason: ExitReason,
     },
     /// No answer came within the timeout; a reply arriving later is dropped.
+    ///
+    /// Its message names the request the callee must receive, a `Request<Q, R>`, and
+    /// says where the callee was and whether the request still waited in its mailbox:
+    /// a receive of another type there (a `Request` with another reply type, say)
+    /// never takes it.
+    #[non_exhaustive]
     Timeout {
         /// The callee.
         pid: Pid,
+        /// The reply type the call expected, `R`, as [`std::any::type_name`] spells it.
+        reply: &'static str,
+        /// Where the callee was suspended when the call gave up; `None` if it was
+        /// not (it was running, or had ended), or did not say (a hand-written process
+        /// that reports no suspension point).
+        callee_at: Option<SuspendPoint>,
+        /// Whether a request of the call's types, a `Request<Q, R>`, still waited in
+        /// the callee's mailbox, not received, when the call gave up (this call's, or
+        /// another caller's of the same types); `None` when that is not known (a
+        /// timeout played by the [`testing`](crate::testing) harness).
+        request_waiting: Option<bool>,
     },
     /// The callee dropped the [`Reply`] without answering. A callee that drops it
     /// while it is still running — including by returning from its entry or step
@@ -300,7 +320,7 @@ impl<Q> CallError<Q> {
             Self::NoSuchProcess { pid, .. }
             | Self::MailboxFull { pid, .. }
             | Self::CalleeDied { pid, .. }
-            | Self::Timeout { pid }
+            | Self::Timeout { pid, .. }
             | Self::NoReply { pid }
             | Self::Cancelled { pid }
             | Self::Failed { pid, .. } => *pid,
@@ -314,6 +334,25 @@ impl<Q> CallError<Q> {
                 Some(request)
             }
             _ => None,
+        }
+    }
+
+    /// A [`Timeout`](Self::Timeout) of a call of `pid` answered with an `R`, which
+    /// was at `callee_at` with `waiting` in its mailbox (`None`: not known).
+    fn timeout<R: Any>(
+        pid: Pid,
+        callee_at: Option<SuspendPoint>,
+        waiting: Option<&[MessageCount]>,
+    ) -> Self
+    where
+        Q: Any,
+    {
+        let request = std::any::type_name::<Request<Q, R>>();
+        Self::Timeout {
+            pid,
+            reply: std::any::type_name::<R>(),
+            callee_at,
+            request_waiting: waiting.map(|w| w.iter().any(|m| m.type_name == request)),
         }
     }
 
@@ -351,10 +390,17 @@ impl<Q> fmt::Display for CallError<Q> {
             Self::CalleeDied { pid, reason } => {
                 write!(f, "{pid} ended before it replied to the call: {reason}")
             }
-            Self::Timeout { pid } => write!(
+            Self::Timeout {
+                pid,
+                reply,
+                callee_at,
+                request_waiting,
+            } => timeout_message(
                 f,
-                "{pid} did not reply within the timeout; give it longer, or check that \
-                 it receives `Request` messages"
+                *pid,
+                (std::any::type_name::<Q>(), reply),
+                callee_at.as_ref(),
+                *request_waiting,
             ),
             Self::NoReply { pid } => write!(
                 f,
@@ -380,13 +426,80 @@ impl<Q> std::error::Error for CallError<Q> {
     }
 }
 
+/// The message of [`CallError::Timeout`]: the request the call sent, a
+/// `Request<Q, R>` (`types` are the names of `Q` and `R`), where the callee was, and
+/// whether the request still waited in its mailbox; with why a receive there does
+/// not take it, when its type tells.
+fn timeout_message(
+    f: &mut fmt::Formatter<'_>,
+    pid: Pid,
+    (request, reply): (&str, &str),
+    callee_at: Option<&SuspendPoint>,
+    request_waiting: Option<bool>,
+) -> fmt::Result {
+    let sent_full = format!("{}<{request}, {reply}>", request_path());
+    let sent = Short(&sent_full);
+    write!(
+        f,
+        "{pid} did not reply within the timeout to the call's `{sent}` (the call expects {} \
+         reply)",
+        WithArticle(reply)
+    )?;
+    let Some(request_waiting) = request_waiting else {
+        return write!(
+            f,
+            "; give it longer, or check that it receives `{sent}` and answers it"
+        );
+    };
+    if !request_waiting {
+        f.write_str("; it took the request but has not answered it")?;
+        if let Some(point) = callee_at {
+            write!(f, ", and waits at {point}")?;
+        }
+        return f.write_str("; give it longer, or check that it answers with `reply.send(value)`");
+    }
+    match callee_at.map(|point| (point, point.kind)) {
+        Some((
+            point,
+            SuspendKind::Receive {
+                message_type: Some(receives),
+            },
+        )) => {
+            write!(
+                f,
+                "; it waits at {point}, so the request stays in its mailbox: "
+            )?;
+            match request_mismatch(&sent_full, receives) {
+                Some(mismatch) => {
+                    write!(
+                        f,
+                        "{mismatch}; make the call's types and the receive's agree"
+                    )
+                }
+                None => write!(f, "it must receive `{sent}`"),
+            }
+        }
+        Some((point, _)) => write!(
+            f,
+            "; the request is still in its mailbox, not received yet (it is at {point}); \
+             give it longer, or check that it receives `{sent}`"
+        ),
+        None => write!(
+            f,
+            "; the request is still in its mailbox, not received yet; give it longer, or \
+             check that it receives `{sent}`"
+        ),
+    }
+}
+
 /// What reached a call's slot.
 pub(crate) enum Answer {
     Replied(Payload),
     NoReply,
     CalleeDied(ExitReason),
-    /// A process's call timer fired (a thread times out on its own).
-    TimedOut,
+    /// A process's call timer fired (a thread times out on its own): where the callee
+    /// was, and the types of the messages waiting for it (`None`: not known).
+    TimedOut(Option<SuspendPoint>, Option<Vec<MessageCount>>),
     /// The request came back undelivered: a `Request<Q, R>` in a payload.
     NoSuchProcess(Payload),
     /// The request came back from a full bounded mailbox: a `Request<Q, R>` in a
@@ -561,9 +674,16 @@ impl CallSlot {
         }
     }
 
-    /// The process's call timer fired.
+    /// The process's call timer fired: the answer says where the callee was and what
+    /// waited in its mailbox (asked
+    /// outside the slot's lock: the registry and the callee's mailbox have locks of
+    /// their own).
     fn time_out(&self) {
-        self.answer(Answer::TimedOut);
+        let process = self.inner.lock().process.clone();
+        let (callee_at, waiting) = process
+            .map(|(handle, callee)| handle.shared().callee_state(callee))
+            .unwrap_or_default();
+        self.answer(Answer::TimedOut(callee_at, Some(waiting)));
     }
 
     /// The process's call timer was released: the caller withdrew the yield (a
@@ -595,7 +715,7 @@ impl Waiter {
         if !matches!(answer, Answer::CalleeDied(_)) {
             shared.monitors().demonitor(monitor);
         }
-        if !matches!(answer, Answer::TimedOut) {
+        if !matches!(answer, Answer::TimedOut(..)) {
             // Released now rather than at its deadline; its release finds the slot
             // closed.
             shared
@@ -678,7 +798,10 @@ where
     let answer = slot.wait(deadline, || !shared.is_live_open(pid));
     shared.monitors().demonitor(monitor);
     match answer {
-        None => Err(CallError::Timeout { pid }),
+        None => {
+            let (callee_at, waiting) = shared.callee_state(pid);
+            Err(CallError::timeout::<R>(pid, callee_at, Some(&waiting)))
+        }
         Some(answer) => CallAnswer {
             callee: pid,
             answer,
@@ -880,7 +1003,9 @@ impl CallAnswer {
             Answer::Replied(payload) => payload.downcast::<R>().map_err(wrong),
             Answer::NoReply => Err(CallError::NoReply { pid }),
             Answer::CalleeDied(reason) => Err(CallError::CalleeDied { pid, reason }),
-            Answer::TimedOut => Err(CallError::Timeout { pid }),
+            Answer::TimedOut(callee_at, waiting) => {
+                Err(CallError::timeout::<R>(pid, callee_at, waiting.as_deref()))
+            }
             Answer::NoSuchProcess(payload) => {
                 let Request { request, reply } =
                     payload.downcast::<Request<Q, R>>().map_err(wrong)?;
@@ -927,7 +1052,7 @@ impl fmt::Debug for CallAnswer {
             Answer::Replied(_) => "replied",
             Answer::NoReply => "no reply",
             Answer::CalleeDied(_) => "callee died",
-            Answer::TimedOut => "timed out",
+            Answer::TimedOut(..) => "timed out",
             Answer::NoSuchProcess(_) => "no such process",
             Answer::MailboxFull(_) => "mailbox full",
         };
@@ -1028,5 +1153,17 @@ impl CallSlot {
             SlotState::Answered(answer) => Some(answer),
             _ => None,
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    #[test]
+    fn the_request_path_the_type_names_read_is_the_requests() {
+        let name = std::any::type_name::<super::Request<(), ()>>();
+        assert_eq!(
+            &name[..name.find('<').unwrap_or(name.len())],
+            crate::type_name::REQUEST_PATH
+        );
     }
 }
