@@ -106,6 +106,7 @@ impl Handlers {
 
     /// Sends one yield to its handler. A command nobody handles completes at once
     /// with [`YieldError::NoHandler`].
+    #[inline]
     pub(crate) fn dispatch(
         &self,
         blocking: &std::sync::Arc<BlockingPool>,

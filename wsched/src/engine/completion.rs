@@ -104,6 +104,7 @@ loom::thread_local! {
 ///
 /// The completers made meanwhile take their references from `stock`, and the ones
 /// completed straight into `events` give them back (see `RefStock`).
+#[inline]
 pub(crate) fn dispatch_direct<R>(
     stock: &mut RefStock<'_>,
     events: &mut Vec<Event>,

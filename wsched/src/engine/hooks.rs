@@ -176,14 +176,16 @@ pub(crate) trait Instrument {
         let _ = (shared, worker, timed_out);
     }
 
-    /// A step of `owned` begins on `worker`, with `events`; `woken`: the process
-    /// was woken into this worker's LIFO slot.
+    /// A step of `owned` (the process of `task`) begins on `worker`, with `events`;
+    /// `woken`: the process was woken into this worker's LIFO slot (read, and
+    /// cleared, only by step timing).
     fn step_begins(
         shared: &Shared,
         worker: usize,
+        task: &CellRef,
         owned: &Owned<'_>,
         events: &[Event],
-        woken: bool,
+        woken: &mut bool,
     ) -> Self::Step;
 
     /// The step `step` of `task` returned (before anything else happens).

@@ -820,13 +820,8 @@ pub(crate) fn run_task(
     let mut budget = RESTEP_BUDGET;
     loop {
         out.clear();
-        let step = <Layers as Instrument>::step_begins(
-            shared,
-            index,
-            &owned,
-            events,
-            std::mem::take(&mut woken),
-        );
+        let step =
+            <Layers as Instrument>::step_begins(shared, index, task, &owned, events, &mut woken);
         let stepped = owned
             .with_body(|body| {
                 catch_unwind(AssertUnwindSafe(|| body.step(Events::new(events), out)))

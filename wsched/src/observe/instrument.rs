@@ -138,25 +138,28 @@ impl Instrument for Layers {
     fn step_begins(
         shared: &Shared,
         worker: usize,
+        task: &CellRef,
         owned: &Owned<'_>,
         events: &[Event],
-        woken: bool,
+        woken: &mut bool,
     ) -> StepMarks {
-        let pid = owned.cell().pid();
         if let Some(r) = shared.recorder() {
-            r.step_start(shared, worker, pid);
+            r.step_start(shared, worker, task.pid());
         }
         let span = trace::step(owned, events);
         let started = shared
             .timing()
-            .map(|timing| timing.step_begins(worker, pid, woken));
+            .map(|timing| timing.step_begins(worker, task.pid(), std::mem::take(woken)));
         StepMarks { span, started }
     }
 
     #[inline(always)]
     fn step_returned(shared: &Shared, worker: usize, task: &CellRef, step: &StepMarks) {
-        if let (Some(timing), Some(started)) = (shared.timing(), step.started) {
-            task.add_busy(timing.step_ends(worker, started));
+        // `started` is there only with step timing on: no second look at it when off.
+        if let Some(started) = step.started {
+            if let Some(timing) = shared.timing() {
+                task.add_busy(timing.step_ends(worker, started));
+            }
         }
     }
 
