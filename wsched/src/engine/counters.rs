@@ -10,6 +10,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::time::clock;
+
 /// One worker's counters. Each is written only by its worker, so an increment is a
 /// plain load and store (no locked instruction); readers on other threads may see a
 /// slightly stale value, never a torn one.
@@ -115,7 +117,7 @@ pub(crate) struct CoarseClock {
 impl CoarseClock {
     pub(crate) fn new() -> Self {
         Self {
-            start: Instant::now(),
+            start: clock::now(),
             now: Default::default(),
         }
     }
@@ -127,7 +129,7 @@ impl CoarseClock {
 
     fn exact(&self) -> u32 {
         // Wrapping on purpose: stamps are compared by wrapping difference.
-        self.start.elapsed().as_millis() as u32
+        clock::since(self.start).as_millis() as u32
     }
 
     /// Reads the OS clock. Written only when the millisecond changed, so that
@@ -152,7 +154,7 @@ impl CoarseClock {
 }
 
 fn nanos_since(start: Instant) -> u64 {
-    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX - 1)
+    u64::try_from(clock::since(start).as_nanos()).unwrap_or(u64::MAX - 1)
 }
 
 /// What happened to processes: `C` is a [`Counter`] in a worker's own counters, an

@@ -10,6 +10,7 @@
 //! | `handle.rs` | a [`Handle`](crate::Handle) to a scheduler: its engine part |
 //! | `hooks.rs` | the seam to the layers above: the hooks a step, a yield and a process's end call, and the instrument hooks |
 //! | `shared.rs` | state shared by all workers: spawning, sending, scheduling, ending |
+//! | `driver.rs` | how workers are started and driven (a seam: one OS thread per worker, static) |
 //! | `worker.rs` | the worker loop: find work, step, dispatch |
 //! | `completion.rs` | the return path of a yield: the untyped completer, and completions straight into the next step |
 //! | `cell/` | one process, in one allocation: its body, mailbox and result slot; the recycling of cells' memory |
@@ -22,6 +23,7 @@
 //! | `spawn_options.rs` | how a process is spawned: its mailbox, whether its result is kept |
 //! | `registry.rs` | the PID table (a slab indexed by PID) |
 //! | `queue/` | the per-worker deque, the LIFO slot and the global injection queue |
+//! | `random.rs` | the runtime's randomness (a seam: seedable, one source, static) |
 //! | `idle.rs` | spinning, parking and waking workers |
 //! | `live.rs` | the live-process count, per worker, that shutdown waits on |
 
@@ -31,6 +33,7 @@ pub(crate) mod completion;
 pub(crate) mod context;
 pub(crate) mod counters;
 pub(crate) mod dead_letters;
+pub(crate) mod driver;
 pub(crate) mod handle;
 pub(crate) mod held;
 pub(crate) mod hooks;
@@ -38,6 +41,7 @@ pub(crate) mod idle;
 pub(crate) mod live;
 pub(crate) mod process;
 pub(crate) mod queue;
+pub(crate) mod random;
 pub(crate) mod registry;
 pub(crate) mod shared;
 pub(crate) mod spawn_options;

@@ -27,6 +27,7 @@ use crate::exit::ExitReason;
 use crate::payload::Payload;
 use crate::pid::Pid;
 use crate::sync::{fence, AtomicBool, Condvar, Mutex, Ordering};
+use crate::time::clock;
 
 use crossbeam_utils::CachePadded;
 
@@ -36,6 +37,8 @@ pub(crate) type Task = CellRef;
 pub(crate) struct Shared {
     pub(crate) workers: usize,
     pub(crate) global_batch: usize,
+    /// The seed of the workers' randomness (see `random.rs`).
+    pub(crate) seed: u64,
     registry: Registry,
     /// Padded, as is `idle`: both hold atomics that workers write as they park,
     /// wake and overflow, and the compiler lays `Shared` out as it likes, so
@@ -89,6 +92,7 @@ struct Flags {
 pub(crate) struct SharedParts {
     pub(crate) workers: usize,
     pub(crate) global_batch: usize,
+    pub(crate) seed: u64,
     pub(crate) stealers: Box<[Steal<Task>]>,
     pub(crate) dead_letters: DeadLetters,
     pub(crate) unobserved: UnobservedFailures,
@@ -118,6 +122,7 @@ impl Shared {
         Arc::new(Self {
             workers: parts.workers,
             global_batch: parts.global_batch,
+            seed: parts.seed,
             registry: Registry::new(parts.workers),
             inject: CachePadded::new(Inject::new()),
             stealers: parts.stealers,
@@ -465,7 +470,7 @@ impl Shared {
         let Some(timeout) = timeout else {
             return slot.take();
         };
-        if let Some(result) = slot.take_until(Instant::now() + timeout) {
+        if let Some(result) = slot.take_until(clock::now() + timeout) {
             return result;
         }
         // Timed out: withdraw the claim, unless the result is being handed over
@@ -721,7 +726,7 @@ impl Shared {
                     self.finish(owned, Err(ProcessError::Stopped));
                 }
             }
-            if self.wait_all_done(Instant::now() + Duration::from_millis(10)) {
+            if self.wait_all_done(clock::now() + Duration::from_millis(10)) {
                 break;
             }
         }

@@ -49,6 +49,7 @@ use crate::engine::process::{drop_all_quietly, drop_quietly, panic_message};
 use crate::engine::process::{Event, Events, Status, StepOutput};
 use crate::engine::queue::lifo::LifoSlot;
 use crate::engine::queue::local::Local;
+use crate::engine::random::{RandomSource, WorkerRandom};
 use crate::engine::shared::{Shared, Task};
 use crate::engine::state::Suspend;
 use crate::error::{Phase, ProcessError, StepError};
@@ -106,7 +107,7 @@ struct Core {
     taken_woken: bool,
     tick: u32,
     searching: bool,
-    rng: FastRand,
+    rng: WorkerRandom,
     /// The strides that visit every victim once (computed once: searching runs
     /// often, and this was a fresh `Vec` per search).
     strides: Box<[usize]>,
@@ -414,99 +415,145 @@ enum Pushed {
     LifoAfterStep,
 }
 
-/// The body of worker thread `index`.
-pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
-    let shared: &Shared = handle.shared();
-    let core = Rc::new(RefCell::new(Core {
-        index,
-        local,
-        lifo_streak: 0,
-        lifo_woken: false,
-        taken_woken: false,
-        tick: 0,
-        searching: false,
-        rng: FastRand::new(index as u64),
-        strides: coprimes(shared.stealers.len()).into_boxed_slice(),
-    }));
-    crate::engine::cell::keep_blocks_on_this_thread();
-    CURRENT.with(|current| {
-        *current.borrow_mut() = Some(Current {
-            shared,
-            index,
-            core: core.clone(),
-            handles: RefCell::new(Vec::with_capacity(KEPT_HANDLES)),
-            destinations: RefCell::new(Destinations::new()),
-        })
-    });
+/// One worker, set up on the thread that drives it: what a [`Driver`] runs (see
+/// `driver.rs`). [`run`] drives it as a worker thread does; a driver of its own
+/// (a simulation's) may call [`run_next`](Self::run_next) as it likes instead.
+///
+/// [`Driver`]: crate::engine::driver::Driver
+pub(crate) struct Worker {
+    handle: Handle,
+    index: usize,
+    core: Rc<RefCell<Core>>,
+    /// The step's events and output, kept from step to step for their capacity.
+    events: Vec<Event>,
+    out: StepOutput,
+}
 
-    let mut events = Vec::new();
-    let mut out = StepOutput::new();
+impl Worker {
+    /// Sets worker `index` (its deque `local`) up on the calling thread.
+    pub(crate) fn enter(handle: Handle, index: usize, local: Local<Task>) -> Self {
+        let shared: &Shared = handle.shared();
+        let core = Rc::new(RefCell::new(Core {
+            index,
+            local,
+            lifo_streak: 0,
+            lifo_woken: false,
+            taken_woken: false,
+            tick: 0,
+            searching: false,
+            rng: WorkerRandom::seeded(shared.seed.wrapping_add(index as u64)),
+            strides: coprimes(shared.stealers.len()).into_boxed_slice(),
+        }));
+        crate::engine::cell::keep_blocks_on_this_thread();
+        CURRENT.with(|current| {
+            *current.borrow_mut() = Some(Current {
+                shared,
+                index,
+                core: core.clone(),
+                handles: RefCell::new(Vec::with_capacity(KEPT_HANDLES)),
+                destinations: RefCell::new(Destinations::new()),
+            })
+        });
+        shared.counters[index].busy.wake(shared.clock.start());
+        shared.clock.refresh();
+        Self {
+            handle,
+            index,
+            core,
+            events: Vec::new(),
+            out: StepOutput::new(),
+        }
+    }
+
+    fn shared(&self) -> &Shared {
+        self.handle.shared()
+    }
+
+    /// Runs the next process this worker finds (its LIFO slot, its deque, the global
+    /// queue, a steal), if it finds one: one turn of the worker loop. Returns
+    /// whether it ran one.
+    #[inline]
+    pub(crate) fn run_next(&mut self) -> bool {
+        let shared = self.handle.shared();
+        let index = self.index;
+        let Some(task) = self.core.borrow_mut().next_task(shared) else {
+            return false;
+        };
+        shared.counters[index].steps.add(1);
+        // `run_task` takes the task out only to requeue it (moving the reference
+        // count into the queue instead of cloning it); until then it is here for
+        // `recover`.
+        let mut slot = Some(task);
+        let woken = <Layers as Instrument>::timing_steps(shared) && self.core.borrow().taken_woken;
+        let (events, out) = (&mut self.events, &mut self.out);
+        let stepped = catch_unwind(AssertUnwindSafe(|| {
+            run_task(&self.handle, index, woken, &mut slot, events, out);
+        }));
+        if let (Err(panic), Some(task)) = (stepped, &slot) {
+            recover(shared, task, &*panic, &mut self.events, &mut self.out);
+        }
+        // Replies dropped while the run unwound answer now that a panic that ended
+        // the process has ended it (see `services/calls.rs`).
+        <Layers as Hooks>::after_run();
+        true
+    }
+
+    /// Takes the worker off its thread, once the scheduler has terminated.
+    pub(crate) fn leave(self) {
+        <Layers as Hooks>::after_run();
+        // Taken out before it is dropped: dropping it drops the kept handles and may
+        // destroy cells, which look at this thread-local.
+        let current = CURRENT.with(|current| current.borrow_mut().take());
+        drop(current);
+        // All processes have ended before workers are told to exit, so queues hold
+        // only processes shutdown already stopped; drop them outside the
+        // thread-local.
+        let shared = self.handle.shared();
+        drop(shared.lifo(self.index).take());
+        let mut core = self.core.borrow_mut();
+        while core.local.pop().is_some() {}
+    }
+}
+
+/// The body of worker thread `index`: runs processes until the scheduler
+/// terminates, spinning, then yielding, then parking when there is nothing to run.
+pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
+    let mut worker = Worker::enter(handle, index, local);
     let mut idle_rounds = 0u32;
     // Set when a producer woke this worker from a park, cleared by the next step: a
     // wake-up that finds nothing to run is counted as a no-op wake when it parks
     // again.
     let mut woken = false;
-    shared.counters[index].busy.wake(shared.clock.start());
-    shared.clock.refresh();
     // The timeout of the next sleep spent watching LIFO slots (see `park`): a local,
     // as it is reset after every task.
     let mut watch = WATCH_FIRST;
-    while !shared.is_terminated() {
-        let task = core.borrow_mut().next_task(shared);
-        match task {
-            Some(task) => {
-                idle_rounds = 0;
-                woken = false;
-                watch = WATCH_FIRST;
-                shared.counters[index].steps.add(1);
-                // `run_task` takes the task out only to requeue it (moving the
-                // reference count into the queue instead of cloning it); until then
-                // it is here for `recover`.
-                let mut slot = Some(task);
-                let woken =
-                    <Layers as Instrument>::timing_steps(shared) && core.borrow().taken_woken;
-                let stepped = catch_unwind(AssertUnwindSafe(|| {
-                    run_task(&handle, index, woken, &mut slot, &mut events, &mut out);
-                }));
-                if let (Err(panic), Some(task)) = (stepped, &slot) {
-                    recover(shared, task, &*panic, &mut events, &mut out);
-                }
-                // Replies dropped while the run unwound answer now that a panic
-                // that ended the process has ended it (see `services/calls.rs`).
-                <Layers as Hooks>::after_run();
+    while !worker.shared().is_terminated() {
+        if worker.run_next() {
+            idle_rounds = 0;
+            woken = false;
+            watch = WATCH_FIRST;
+            continue;
+        }
+        let shared = worker.shared();
+        if idle_rounds == 0 {
+            <Layers as Instrument>::idle(shared, index);
+        }
+        idle_rounds += 1;
+        if idle_rounds < SPIN_ROUNDS {
+            for _ in 0..(1 << idle_rounds) {
+                spin_loop();
             }
-            None => {
-                if idle_rounds == 0 {
-                    <Layers as Instrument>::idle(shared, index);
-                }
-                idle_rounds += 1;
-                if idle_rounds < SPIN_ROUNDS {
-                    for _ in 0..(1 << idle_rounds) {
-                        spin_loop();
-                    }
-                } else if idle_rounds < YIELD_ROUNDS {
-                    thread::yield_now();
-                } else if park(shared, &core, &mut watch, &mut woken) != Parked::TimedOut {
-                    idle_rounds = 0;
-                } else {
-                    // Back from watching: one search (which takes a stranded LIFO
-                    // process), and if it finds nothing, straight back to sleep.
-                    idle_rounds = YIELD_ROUNDS - 1;
-                }
-            }
+        } else if idle_rounds < YIELD_ROUNDS {
+            thread::yield_now();
+        } else if park(shared, &worker.core, &mut watch, &mut woken) != Parked::TimedOut {
+            idle_rounds = 0;
+        } else {
+            // Back from watching: one search (which takes a stranded LIFO process),
+            // and if it finds nothing, straight back to sleep.
+            idle_rounds = YIELD_ROUNDS - 1;
         }
     }
-
-    <Layers as Hooks>::after_run();
-    // Taken out before it is dropped: dropping it drops the kept handles and may
-    // destroy cells, which look at this thread-local.
-    let current = CURRENT.with(|current| current.borrow_mut().take());
-    drop(current);
-    // All processes have ended before workers are told to exit, so queues hold only
-    // processes shutdown already stopped; drop them outside the thread-local.
-    drop(shared.lifo(index).take());
-    let mut core = core.borrow_mut();
-    while core.local.pop().is_some() {}
+    worker.leave();
 }
 
 /// A panic escaped `run_task` (user code itself runs under `catch_unwind`, so this is
@@ -985,23 +1032,5 @@ fn suspend_or_requeue(shared: &Shared, owned: Owned<'_>, suspend: Suspend) -> Af
             shared.finish(owned, Err(ProcessError::Stopped));
             AfterRun::Ended
         }
-    }
-}
-
-/// xorshift64*: a tiny per-worker generator for victim selection.
-struct FastRand(u64);
-
-impl FastRand {
-    fn new(seed: u64) -> Self {
-        Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
 }

@@ -55,6 +55,7 @@ use crate::engine::shared::Shared;
 use crate::observe::trace;
 use crate::pid::Pid;
 use crate::runtime::drop_quietly;
+use crate::time::clock::{self, RuntimeClock, TimeSource};
 
 /// Buckets of a histogram: bucket `i` counts durations of `2^i ..= 2^(i+1) - 1`
 /// ticks (bucket 0 also zero), so 64 cover every `u64`.
@@ -72,9 +73,9 @@ pub(crate) struct Clock {
 
 impl Clock {
     pub(crate) fn new() -> Self {
-        let tsc = tsc_is_the_system_clock();
+        let tsc = <RuntimeClock as TimeSource>::IS_SYSTEM && tsc_is_the_system_clock();
         let mut clock = Self {
-            start: Instant::now(),
+            start: clock::now(),
             start_ticks: 0,
             tsc,
         };
@@ -92,7 +93,7 @@ impl Clock {
             // kernel vouches for the counter as a clock.
             return unsafe { std::arch::x86_64::_rdtsc() };
         }
-        u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        u64::try_from(clock::since(self.start).as_nanos()).unwrap_or(u64::MAX)
     }
 
     /// Femtoseconds per tick (an integer fine enough for a 100 GHz counter),
@@ -103,7 +104,7 @@ impl Clock {
             return FEMTOS_PER_NANO as u64;
         }
         let ticks = u128::from(self.ticks().wrapping_sub(self.start_ticks));
-        let femtos = self.start.elapsed().as_nanos() * FEMTOS_PER_NANO;
+        let femtos = clock::since(self.start).as_nanos() * FEMTOS_PER_NANO;
         match femtos.checked_div(ticks) {
             Some(rate) => u64::try_from(rate).unwrap_or(u64::MAX),
             None => FEMTOS_PER_NANO as u64,

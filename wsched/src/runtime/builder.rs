@@ -9,12 +9,12 @@ use crate::command::blocking::BlockingPool;
 use crate::command::handler::{Handlers, Placement, Registration};
 use crate::command::{builtin_registrations, Command, Completer};
 use crate::engine::dead_letters::{DeadLetter, DeadLetterHook, DeadLetters};
+use crate::engine::driver::{Driver, RuntimeDriver};
 use crate::engine::handle::Handle;
 use crate::engine::queue::inject::GLOBAL_BATCH;
 use crate::engine::queue::local;
 use crate::engine::shared::{Shared, SharedParts, Task};
 use crate::engine::unobserved::{FailureHook, FailureReport, UnobservedFailures};
-use crate::engine::worker;
 use crate::error::BuildError;
 use crate::observe::instrument::Observers;
 use crate::observe::recorder::{RecordOptions, Recorder};
@@ -55,6 +55,9 @@ pub struct Builder {
     step_timing: bool,
     long_step: Option<Duration>,
     on_long_step: Option<LongStepHook>,
+    /// The seed of the workers' randomness (see `engine/random.rs`): zero, so each
+    /// worker's victim choices are its index's; a deterministic run will set it.
+    seed: u64,
     /// The timer service's clock (the system's unless a test says otherwise).
     #[cfg(test)]
     timer_clock: Option<Clock>,
@@ -66,6 +69,7 @@ impl Builder {
             workers: None,
             thread_name: "wsched".to_owned(),
             global_batch: GLOBAL_BATCH,
+            seed: 0,
             blocking_threads: 64,
             blocking_keep_alive: Duration::from_secs(10),
             registrations: Vec::new(),
@@ -304,9 +308,12 @@ impl Builder {
         let mut threads = Vec::with_capacity(locals.len());
         for (index, local) in locals.into_iter().enumerate() {
             let handle = Handle::from_shared(shared.clone());
-            let spawned = crate::sync::thread::Builder::new()
-                .name(format!("{thread_name}-worker-{index}"))
-                .spawn(move || worker::run(handle, index, local));
+            let spawned = RuntimeDriver::start(
+                format!("{thread_name}-worker-{index}"),
+                handle,
+                index,
+                local,
+            );
             match spawned {
                 Ok(thread) => threads.push(thread),
                 Err(error) => {
@@ -356,6 +363,7 @@ impl Builder {
         let shared = Shared::new(SharedParts {
             workers,
             global_batch: self.global_batch,
+            seed: self.seed,
             stealers: stealers.into_boxed_slice(),
             dead_letters: DeadLetters::new(self.on_dead_letter),
             unobserved: UnobservedFailures::new(self.on_unobserved_failure),

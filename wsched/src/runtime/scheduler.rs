@@ -3,13 +3,14 @@
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
 use super::builder::Builder;
 use crate::command::TimerRef;
 use crate::engine::cell::NewProcess;
+use crate::engine::driver::{Driver, RunningWorker, RuntimeDriver};
 use crate::engine::handle::Handle;
 use crate::engine::process::IntoProcess;
 use crate::engine::shared::Shared;
@@ -25,7 +26,7 @@ use crate::payload::{IntoPayloads, Payload};
 use crate::pid::Pid;
 use crate::services::monitors::Monitor;
 use crate::services::timed;
-use crate::sync::thread::JoinHandle;
+use crate::time::clock;
 use crate::time::timed_ref::Repeat;
 
 /// Runs processes on a pool of work-stealing worker threads.
@@ -66,7 +67,7 @@ use crate::time::timed_ref::Repeat;
 /// cannot wait for itself.)
 pub struct Scheduler {
     handle: Handle,
-    threads: Mutex<Vec<JoinHandle<()>>>,
+    threads: Mutex<Vec<RunningWorker>>,
     report: Mutex<Option<ShutdownReport>>,
 }
 
@@ -104,7 +105,7 @@ impl Scheduler {
         Builder::new().build()
     }
 
-    pub(crate) fn from_parts(shared: Arc<Shared>, threads: Vec<JoinHandle<()>>) -> Self {
+    pub(crate) fn from_parts(shared: Arc<Shared>, threads: Vec<RunningWorker>) -> Self {
         Self {
             handle: Handle { shared },
             threads: Mutex::new(threads),
@@ -355,7 +356,7 @@ impl Scheduler {
             return report.clone();
         }
         let shared = &self.handle.shared;
-        let started = Instant::now();
+        let started = clock::now();
         let metrics_before = shared.metrics();
         shared.stop_accepting();
         shared.cancel_all();
@@ -368,7 +369,7 @@ impl Scheduler {
         shared.terminate();
         for thread in self.threads.lock().drain(..) {
             // A worker only panics on a broken invariant; surface it.
-            if let Err(panic) = thread.join() {
+            if let Err(panic) = RuntimeDriver::join(thread) {
                 std::panic::resume_unwind(panic);
             }
         }
@@ -382,7 +383,7 @@ impl Scheduler {
         let new = ShutdownReport {
             finished: usize::try_from(finished).unwrap_or(usize::MAX),
             stopped,
-            elapsed: started.elapsed(),
+            elapsed: clock::since(started),
             recording: timed_out.then(|| shared.dump_recording()).flatten(),
         };
         *report = Some(new.clone());

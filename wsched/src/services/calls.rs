@@ -64,6 +64,7 @@ use crate::runtime::drop_quietly;
 use crate::services::monitors::MonitorRef;
 use crate::services::timers::{Timer, Timers};
 use crate::sync::{Condvar, Mutex};
+use crate::time::clock;
 use crate::type_name::{request_mismatch, request_path, Short, WithArticle};
 
 /// A request as the callee receives it: `recv!(Request<Q, R>)` (or a hand-written
@@ -792,9 +793,9 @@ where
         shared.monitors().demonitor(monitor);
         return CallAnswer::new(pid, Answer::undelivered(error)).into_result();
     }
-    let deadline = Instant::now()
+    let deadline = clock::now()
         .checked_add(timeout)
-        .unwrap_or_else(|| Instant::now() + Duration::from_secs(u32::MAX.into()));
+        .unwrap_or_else(|| clock::now() + Duration::from_secs(u32::MAX.into()));
     let answer = slot.wait(deadline, || !shared.is_live_open(pid));
     shared.monitors().demonitor(monitor);
     match answer {

@@ -16,7 +16,7 @@ use std::any::Any;
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
@@ -27,6 +27,7 @@ use crate::error::{InitError, SendError, SpawnError, StepError};
 use crate::payload::{Payload, Payloads};
 use crate::pid::Pid;
 use crate::services::monitors::MonitorRef;
+use crate::time::clock;
 
 /// A mailbox with a PID for a thread outside the scheduler: processes send to it as
 /// to any process, and the thread receives, by type or by pattern, with a timeout.
@@ -327,7 +328,7 @@ impl Inbox {
         timeout: Duration,
         mut wanted: impl FnMut(&Message) -> bool,
     ) -> Result<Message, InboxError> {
-        let deadline = Instant::now().checked_add(timeout);
+        let deadline = clock::now().checked_add(timeout);
         let mut state = self.queue.state.lock();
         loop {
             if let Some(at) = state.messages.iter().position(&mut wanted) {

@@ -83,7 +83,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::mem;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
@@ -97,6 +97,7 @@ use crate::payload::Payload;
 use crate::pid::Pid;
 use crate::services::calls::{Answer, CallSlot};
 use crate::sync::{AtomicBool, AtomicU64, Condvar, Mutex, Ordering};
+use crate::time::clock;
 
 impl Shared {
     /// The monitors and links.
@@ -207,7 +208,7 @@ impl Monitor {
     /// while the target runs on: use a timeout that fits how long it may.
     pub fn wait_timeout(&self, timeout: Duration) -> Option<Down> {
         // A timeout too long to represent waits for as long as it takes.
-        let deadline = Instant::now().checked_add(timeout);
+        let deadline = clock::now().checked_add(timeout);
         let mut down = self.slot.down.lock();
         while down.is_none() {
             match deadline {

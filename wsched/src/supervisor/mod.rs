@@ -229,6 +229,7 @@ use crate::engine::context::Context;
 use crate::engine::handle::Handle;
 use crate::exit::ExitReason;
 use crate::pid::Pid;
+use crate::time::clock;
 use crate::type_name::plural;
 
 pub use dynamic::{ChildError, DeleteChild, RestartChild, StartChild, TerminateChild};
@@ -328,7 +329,7 @@ impl Supervisor {
             strategy,
             intensity: Intensity::default(),
             children: Vec::new(),
-            clock: Box::new(Instant::now),
+            clock: Box::new(clock::now),
             ctx: None,
             phase: Phase::Starting,
             log: RestartLog::default(),
@@ -804,7 +805,7 @@ impl SupervisorHandle {
         timeout: Duration,
         mut check: impl FnMut(&[ChildInfo]) -> Option<T>,
     ) -> Option<T> {
-        let deadline = Instant::now().checked_add(timeout);
+        let deadline = clock::now().checked_add(timeout);
         let mut view = self.shared.state.lock();
         loop {
             if let Some(found) = check(&view.children()) {
@@ -828,7 +829,7 @@ impl SupervisorHandle {
 
     /// Waits until the supervisor is in `state`, or `timeout` passes; whether it is.
     pub fn wait_state(&self, state: SupervisorState, timeout: Duration) -> bool {
-        let deadline = Instant::now().checked_add(timeout);
+        let deadline = clock::now().checked_add(timeout);
         let mut view = self.shared.state.lock();
         while view.state != state {
             match deadline {

@@ -6,8 +6,10 @@
 //!
 //! | file | concern |
 //! |---|---|
+//! | `clock.rs` | the clock the runtime reads (a seam: one source, the OS clock, static) |
 //! | `timer.rs` | the hierarchical timer wheel and the thread that fires it |
 //! | `timed_ref.rs` | a timed message's [`TimerRef`](crate::TimerRef) and the state it shares with the message |
 
+pub(crate) mod clock;
 pub(crate) mod timed_ref;
 pub(crate) mod timer;

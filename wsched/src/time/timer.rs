@@ -76,6 +76,7 @@ use std::time::{Duration, Instant};
 
 use crate::engine::process::Tag;
 use crate::sync::{thread, AtomicU32, Condvar, Mutex, Ordering};
+use crate::time::clock;
 
 /// The wheel's size in 1 ms ticks: its horizon is about a second.
 const SLOTS: u64 = 1024;
@@ -216,7 +217,7 @@ impl Clock {
 
     fn now(&self) -> Instant {
         match self {
-            Self::System => Instant::now(),
+            Self::System => clock::now(),
             #[cfg(test)]
             Self::Stepping(clock) => {
                 let reads = clock
