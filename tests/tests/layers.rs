@@ -552,3 +552,65 @@ fn every_import_goes_down_a_layer() {
         problems.len()
     );
 }
+
+#[test]
+fn each_layer_folder_lists_its_files() {
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(src_dir()).unwrap() {
+        let folder = entry.unwrap().path();
+        let head = folder.join("mod.rs");
+        if !folder.is_dir() || !head.exists() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&head).unwrap();
+        for file in std::fs::read_dir(&folder).unwrap() {
+            let path = file.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let listed = if path.is_dir() {
+                format!("`{name}/`")
+            } else {
+                format!("`{name}`")
+            };
+            if name != "mod.rs" && !text.contains(&listed) {
+                missing.push(format!("{}: no row for {listed}", head.display()));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+}
+
+#[test]
+fn a_circle_in_the_may_use_lines_is_found() {
+    let rules = |pairs: &[(&str, &[&str])]| -> BTreeMap<String, BTreeSet<String>> {
+        pairs
+            .iter()
+            .map(|(layer, uses)| {
+                let uses = uses.iter().map(|u| u.to_string()).collect();
+                (layer.to_string(), uses)
+            })
+            .collect()
+    };
+    assert_eq!(
+        find_circle(&rules(&[("a", &["b"]), ("b", &["c"]), ("c", &[])])),
+        None
+    );
+    let circle = find_circle(&rules(&[("a", &["b"]), ("b", &["c"]), ("c", &["a"])]));
+    assert_eq!(circle.as_deref(), Some("a → b → c → a"));
+}
+
+#[test]
+fn paths_resolve_from_the_module_they_are_written_in() {
+    let scope = |s: &str| s.split("::").map(str::to_owned).collect::<Vec<_>>();
+    assert_eq!(
+        absolute(&scope("engine::cell"), &scope("super::worker::run")),
+        scope("engine::worker::run")
+    );
+    assert_eq!(
+        absolute(&scope("engine::cell"), &scope("crate::pid::Pid")),
+        scope("pid::Pid")
+    );
+    assert_eq!(
+        absolute(&scope("engine"), &scope("self::queue")),
+        scope("engine::queue")
+    );
+}

@@ -3,7 +3,7 @@
 //! the docs, no stability promise, never enabled by the runtime itself.
 //!
 //! Only thin, `#[inline]` forwarding wrappers live here (a `pub(crate)` item cannot be
-//! re-exported as `pub`), so that `runtime/queue/local.rs`, which is model-checked
+//! re-exported as `pub`), so that `engine/queue/local.rs`, which is model-checked
 //! under loom, stays exactly as it is.
 
 use std::cell::RefCell;

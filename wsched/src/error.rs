@@ -600,7 +600,7 @@ impl TimedSendError {
             SendErrorKind::NoSuchProcess => TimedSendErrorKind::NoSuchProcess,
             SendErrorKind::Finished => TimedSendErrorKind::Finished,
             // Arming checks only that the target lives; a full mailbox is met when
-            // the message falls due (see `runtime/bounded.rs`).
+            // the message falls due (see `engine/bounded.rs`).
             SendErrorKind::MailboxFull => unreachable!("arming pushes nothing"),
         };
         Self {

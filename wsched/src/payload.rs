@@ -60,7 +60,7 @@ pub(crate) struct Meta {
     output: Option<OutputType>,
     /// A signal the runtime sends (a monitor's `Down`, a link's `Exit`), wrapped by
     /// [`Payload::signal`]: it takes no room in a bounded mailbox, wherever it waits
-    /// (see `runtime/bounded.rs`). In the static, as `output` is, so the mark
+    /// (see `engine/bounded.rs`). In the static, as `output` is, so the mark
     /// travels with the message into a `#[process]`'s own buffer at no cost.
     signal: bool,
 }

@@ -1296,7 +1296,7 @@ impl Drop for TestProcess {
 
 // ==== Calls (request/reply) ======================================================
 //
-// Kept in one block: the harness's side of `runtime/calls.rs`. A process under test
+// Kept in one block: the harness's side of `services/calls.rs`. A process under test
 // that calls yields a `Call`, which nothing handles: the test plays the callee with
 // `TestProcess::take_call` and the answers `CallMade` builds. A callee under test gets
 // a `Request` from `request`, and the test reads its reply from the `ReplyProbe`.

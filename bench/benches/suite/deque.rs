@@ -1,4 +1,4 @@
-//! wsched's per-worker deque (`runtime/queue/local.rs`, reached through the
+//! wsched's per-worker deque (`engine/queue/local.rs`, reached through the
 //! `bench-internals` feature) against `crossbeam-deque`'s FIFO `Worker` (the same
 //! discipline: the owner pops the oldest item).
 //!

@@ -1,6 +1,6 @@
 //! The commands every process needs, handled by the scheduler itself: sleeping,
 //! spawning a child and joining another process (and calling one: `Call`, in
-//! `runtime/calls.rs`, with the rest of the calls).
+//! `services/calls.rs`, with the rest of the calls).
 
 use std::fmt;
 use std::time::Duration;

@@ -329,7 +329,7 @@ fn settle_unwound(mark: u32, parked: u32, panic: Option<&(dyn std::any::Any + Se
     }
 }
 
-// ---- for the timer service (command/timer.rs) ----------------------------------
+// ---- for the timer service (time/timer.rs) ----------------------------------
 
 impl RawCompleter {
     /// The process that yielded.

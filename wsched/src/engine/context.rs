@@ -73,7 +73,7 @@ impl Context {
 
     /// Tells this process's bounded mailbox how many counted messages it took in
     /// and holds unreceived (a `#[process]` machine's, at the end of a step: see
-    /// `runtime/bounded.rs`).
+    /// `engine/bounded.rs`).
     pub(crate) fn report_held(&self, held: usize) {
         self.backend().report_held(held);
     }
@@ -477,13 +477,13 @@ pub(crate) trait Backend: Send + Sync + 'static {
         repeat: Repeat,
     ) -> Result<TimerRef, TimedSendError>;
 
-    /// `watcher` monitors `target` (see `runtime/monitors.rs`).
+    /// `watcher` monitors `target` (see `services/monitors.rs`).
     fn monitor(&self, watcher: Pid, target: Pid) -> MonitorRef;
 
     /// Stops a monitor; `true` if its `Down` had not been sent.
     fn demonitor(&self, monitor: MonitorRef) -> bool;
 
-    /// Links `me` and `other` (see `runtime/links.rs`).
+    /// Links `me` and `other` (see `services/links.rs`).
     fn link(&self, me: Pid, other: Pid);
 
     fn unlink(&self, me: Pid, other: Pid);
@@ -491,21 +491,21 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn trap_exits(&self, me: Pid, on: bool);
 
     /// Takes messages `to` took in and never received, as it ends (see
-    /// `runtime/dead_letters.rs`). Runners without a dead-letter hook drop them.
+    /// `engine/dead_letters.rs`). Runners without a dead-letter hook drop them.
     fn dead_letters(&self, to: Pid, messages: &mut VecDeque<Message>) {
         let _ = to;
         crate::runtime::drop_all_quietly(messages.drain(..));
     }
 
     /// Records what `pid` took in and has not received, for listings (see
-    /// `runtime/held.rs`). Runners without listings ignore it.
+    /// `engine/held.rs`). Runners without listings ignore it.
     fn publish_held(&self, pid: Pid, held: Vec<MessageCount>) {
         let _ = (pid, held);
     }
 
     /// Records how many counted messages the calling process (a `#[process]` with
     /// a bounded mailbox) took in and holds unreceived (see
-    /// `runtime/bounded.rs`). Runners without bounded mailboxes ignore it.
+    /// `engine/bounded.rs`). Runners without bounded mailboxes ignore it.
     fn report_held(&self, held: usize) {
         let _ = held;
     }

@@ -1,6 +1,6 @@
 //! The worker loop: find work, step it, dispatch its yields, park when idle.
 //!
-//! Work is found in this order (DESIGN.md, layer 3):
+//! Work is found in this order:
 //!
 //! 1. every 61st round, the global queue first, so it cannot starve;
 //! 2. the LIFO slot: the process most recently woken by this worker (cache-warm; a

@@ -161,7 +161,7 @@ impl Io {
 
     /// A completion nobody waits for, handed back to be dropped; unless it tells
     /// the process to drop its oldest unreceived messages, which a full bounded
-    /// mailbox dropped to make room (see `runtime/bounded.rs`): they go to the dead
+    /// mailbox dropped to make room (see `engine/bounded.rs`): they go to the dead
     /// letters now, as the step takes in its events, before any `recv!` can take
     /// them. Out of line: a late completion is rare.
     #[cold]

@@ -262,7 +262,7 @@ impl<P, S, F> Machine<P, S, F> {
     }
 
     /// Tells listings which messages the process holds unreceived (see
-    /// `runtime/held.rs`), if that changed in this step: `before` is the buffer's
+    /// `engine/held.rs`), if that changed in this step: `before` is the buffer's
     /// length before the step took in its events, `took_in` whether it took in
     /// messages. Its contents changed if its length did, or if messages came in and
     /// some are left (receives took out as many as came in); otherwise, and always
@@ -284,7 +284,7 @@ impl<P, S, F> Machine<P, S, F> {
 
     /// [`publish_held`](Self::publish_held) for a process with a bounded mailbox,
     /// which counts the buffer's messages until they are received (see
-    /// `runtime/bounded.rs`): after a step that took messages in or received some,
+    /// `engine/bounded.rs`): after a step that took messages in or received some,
     /// it is told how many counted ones (all but signals) the buffer holds now,
     /// which releases the room of those received. Out of line: only bounded
     /// mailboxes pay for it.
@@ -442,7 +442,7 @@ where
 
     fn close(&mut self) {
         // Messages taken in that no `recv!` received are dead letters (see
-        // `runtime/dead_letters.rs`): one branch on the buffer when there are none.
+        // `engine/dead_letters.rs`): one branch on the buffer when there are none.
         if !self.io.mailbox.is_empty() {
             if let Some(ctx) = &self.ctx {
                 ctx.hand_over_unreceived(&mut self.io.mailbox);

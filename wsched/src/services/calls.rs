@@ -727,7 +727,7 @@ impl Waiter {
     }
 }
 
-/// The call's timer, in the scheduler's timer service (see `command/timer.rs`):
+/// The call's timer, in the scheduler's timer service (see `time/timer.rs`):
 /// fires at the call's deadline, or never for a call without a timeout; released when
 /// the caller withdraws the yield or ends.
 pub(crate) struct CallTimer {

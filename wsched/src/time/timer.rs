@@ -1,6 +1,6 @@
 //! The timer service behind [`Sleep`](crate::command::Sleep), timed messages
 //! (`send_after`, `send_interval`: see `timed.rs`) and the deadlines of processes'
-//! calls (see `runtime/calls.rs`): a two-level timing wheel whose
+//! calls (see `services/calls.rs`): a two-level timing wheel whose
 //! timers can be cancelled in O(1), and one thread, started by the first timer.
 //!
 //! # The wheel

@@ -300,7 +300,7 @@ enum First {
     /// before the process is marked done.
     Closed,
     Event(Event),
-    /// A bounded mailbox (see `runtime/bounded.rs`): every event is in there, and
+    /// A bounded mailbox (see `engine/bounded.rs`): every event is in there, and
     /// `rest` stays empty. Set before the cell is shared; replaced by `Closed`.
     Bounded(Box<Bounded>),
 }
@@ -389,7 +389,7 @@ enum Outcome {
     },
     Finished(Result<Payload, ProcessError>),
     /// Finished with a failure that a monitor or a link was told of: not reported
-    /// as unclaimed when the scheduler is dropped (see `runtime/unobserved.rs`).
+    /// as unclaimed when the scheduler is dropped (see `engine/unobserved.rs`).
     Observed(Result<Payload, ProcessError>),
     Claimed,
 }
@@ -540,7 +540,7 @@ impl NewProcess {
     }
 
     /// Asks for the process to be linked to its parent as it is spawned, before it
-    /// can run (see `runtime/links.rs`).
+    /// can run (see `services/links.rs`).
     pub(crate) fn link_to_parent(mut self) -> Self {
         let steps = &self.header_mut().steps;
         steps.store(
@@ -573,7 +573,7 @@ impl NewProcess {
         steps.store(steps.load(Ordering::Relaxed) | DETACHED, Ordering::Relaxed);
     }
 
-    /// Gives it the bounded mailbox `bounded` (see `runtime/bounded.rs`), telling
+    /// Gives it the bounded mailbox `bounded` (see `engine/bounded.rs`), telling
     /// the process, which says whether it holds messages it takes in.
     pub(crate) fn bound_mailbox(&mut self, bounded: Bounded) {
         let holds = self.process_mut().__bounded_mailbox();
@@ -912,7 +912,7 @@ impl Header {
             }
             // The process owes a drop from its own buffer: woken as a completion
             // would wake it, even while it waits for yields, so that it drops the
-            // message at once (see `runtime/bounded.rs`).
+            // message at once (see `engine/bounded.rs`).
             Push::Owed => Pushed::Queued {
                 woke: self.state.notify(EventKind::Completion),
             },
@@ -925,7 +925,7 @@ impl Header {
 
     /// A `#[process]` with a bounded mailbox reports, at the end of a step, how
     /// many counted messages it took in and holds unreceived (see
-    /// `runtime/bounded.rs`).
+    /// `engine/bounded.rs`).
     pub(crate) fn set_held(&self, held: usize) {
         if let First::Bounded(bounded) = &mut self.mailbox.lock().first {
             bounded.report_held(held);
@@ -986,7 +986,7 @@ impl Header {
     }
 
     /// Takes the error of a finished process whose result nobody claimed (the
-    /// scheduler is being dropped: see `runtime/unobserved.rs`). `None` when there
+    /// scheduler is being dropped: see `engine/unobserved.rs`). `None` when there
     /// is none: running, claimed, or finished with an output.
     pub(crate) fn take_unclaimed_error(&self) -> Option<ProcessError> {
         let mut mailbox = self.mailbox.lock();

@@ -1,7 +1,7 @@
 //! loom model of a timed message's cancel racing its firing, on the real scheduler
 //! and timer service (their worker and timer threads on loom threads, the timer
 //! service on a stepping clock, so a message armed "due now" is due by the time the
-//! timer thread looks). `command/timed.rs` explains the protocol: the timer thread
+//! timer thread looks). `services/timed.rs` explains the protocol: the timer thread
 //! holds the message's lock from its "still armed?" check until the message is in
 //! the mailbox and the interval re-armed; a cancel marks it under that lock, then
 //! unlinks it from the wheel.
