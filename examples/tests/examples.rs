@@ -7,7 +7,9 @@
 //! `cargo test --workspace` nothing is compiled twice. Only when they are missing or
 //! older than a source they are built from (a run filtered with `--test examples`
 //! builds no examples) does the test build them, with `cargo build --examples`
-//! (which, with its own feature set, may compile `wsched` once more).
+//! (which, with its own feature set, may compile `wsched` once more). An example
+//! whose own unit tests `cargo test` runs (`test = true` in `examples/Cargo.toml`:
+//! `indexer`) is built by it only as a test harness, so its program is built here.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -84,6 +86,23 @@ examples! {
         "the coordinator's crawlers fetched 1208 bytes; the collector heard from:",
         "  alpha.test      304 bytes",
         "shutdown: 0 finished while shutting down, 0 stopped",
+    ];
+    indexer [] => [
+        "coordinator: sized 6 files at once; submitting them largest first:",
+        "  processes.txt      178 bytes\n  supervisors.txt    143 bytes\n  messages.txt       138 bytes\n  handlers.txt        85 bytes\n  legacy.txt          66 bytes\n  empty.txt            0 bytes\n",
+        "  processes.txt      33 words (by <",
+        "  supervisors.txt    25 words (by <",
+        "  messages.txt       24 words (by <",
+        "  handlers.txt       17 words (by <",
+        "  empty.txt           0 words (by <",
+        "  legacy.txt: its worker died holding it (panicked in step: legacy.txt is not text: command `CountWords` failed: invalid utf-8 sequence of 1 bytes from index 36)",
+        "  legacy.txt: the pool restarts the worker; submitting legacy.txt again, to be read leniently",
+        "  legacy.txt         13 words (by <",
+        "  6 files indexed, 112 words, 68 distinct",
+        "  most frequent: a (15), the (8), process (6), for (3), it (3)",
+        "  read leniently after a crash: legacy.txt",
+        "the pool restarted 1 worker after a panic; all 3 run again",
+        ", 0 stopped",
     ];
     pingpong ["20", "100"] => ["20 pairs x 100 round trips on "];
     timers ["50", "20"] => ["1000 timers in 50 processes", "all fired ", "for reference: timers round up to 1 ms ticks"];
