@@ -302,7 +302,11 @@ impl<'a> Lower<'a> {
             self.visit_expr_mut(&mut after.timeout);
             self.visit_expr_mut(&mut after.body);
         }
-        arms.expand(span)
+        // Through the user's own `recv!` path, as the other lowered forms go: an
+        // imported `recv` is then used, never reported unused.
+        let path = &mac.path;
+        let lowered = arms.expand(span);
+        syn::parse_quote_spanned!(span=> #path!(@__wsched_lowered arms { #lowered }))
     }
 
     /// Looks into the arguments of another macro (`println!`, `vec!`, `format!`…) for

@@ -308,7 +308,10 @@ impl Arms {
                 .map(|(n, m)| if *m { quote!(mut #n) } else { quote!(#n) });
             let names = arm.bindings.iter().map(|(n, _)| n);
             let body = &arm.body;
+            // An arm's body may leave the entry (`return`, `?`, `break`): its `Ok`
+            // is then unreachable, which is the body's business, not a warning.
             quote_spanned! {span=>
+                #[allow(unreachable_code)]
                 #result::Ok(#enum_name::#variant((#(#bindings,)*))) => {
                     // A binding the guard used and the body does not is no warning.
                     let _ = (#(&#names,)*);
@@ -320,6 +323,7 @@ impl Arms {
             Some(After { timeout, body }) => (
                 quote!(::core::option::Option::Some(::wsched::__private::timeout(#timeout))),
                 quote_spanned! {span=>
+                    #[allow(unreachable_code)]
                     #result::Err(::wsched::RecvError::Timeout) => #result::Ok(#body),
                 },
             ),

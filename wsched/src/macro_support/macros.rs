@@ -232,6 +232,9 @@ macro_rules! yield_all {
 /// ```
 #[macro_export]
 macro_rules! recv {
+    (@__wsched_lowered arms $lowered:block) => {
+        $lowered
+    };
     (@__wsched_lowered) => {
         $crate::__private::recv::<$crate::__private::AnyMessage>(::core::option::Option::None).await
     };
