@@ -119,9 +119,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let collector = scheduler.spawn(Collector::default(), "collect", (sites.len(),))?;
     let coordinator = scheduler.spawn(Coordinator, "run", (sites, collector))?;
 
-    // A listing: each process's PID, its entry, where it is (queued, running, or
+    // A listing: each process's label (type, entry and PID), where it is (queued, running, or
     // waiting and at which suspension point) and what waits in its mailbox.
-    println!("live processes right after spawning (pid, entry, state, mailbox):");
+    println!("live processes right after spawning (type::entry pid, state, mailbox):");
     for info in scheduler.processes() {
         println!("  {info}");
     }

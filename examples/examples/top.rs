@@ -106,8 +106,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "the load: 4 ping-pong pairs (Ping and Pong: many short steps, the top rows by \
          steps), a Hog that spins 2 ms a step (few steps, the most busy time), and a \
          Picky consumer that receives only numbers while a Pest also sends it strings \
-         (its mailbox grows, the top row by mailbox). Every process's entry is `run`; \
-         a table a second for {seconds} s, ranked by {by}."
+         (its mailbox grows, the top row by mailbox). Every process's entry is `run`, so \
+         each row names its process by type and entry, `Ping::run <3>`; a table a second \
+         for {seconds} s, ranked by {by}."
     );
     let scheduler = Scheduler::builder().step_timing(true).build()?;
     for _ in 0..4 {
@@ -160,8 +161,8 @@ fn print_table(
         after.global_queue,
     );
     println!(
-        "{:>8}  {:<8} {:<20} {:>10} {:>9} {:>8}  waiting",
-        "pid", "entry", "state", "steps/s", "busy ms", "mailbox"
+        "{:<16} {:<21} {:>10} {:>9} {:>8}  waiting",
+        "process", "state", "steps/s", "busy ms", "mailbox"
     );
     for entry in top {
         let info = &entry.info;
@@ -171,9 +172,8 @@ fn print_table(
             .map(|m| format!("{}×{}", m.count, m.type_name))
             .collect();
         println!(
-            "{:>8}  {:<8} {:<20} {:>10.0} {:>9.1} {:>5} {:+}  {}",
-            info.pid.to_string(),
-            info.entry,
+            "{:<16} {:<21} {:>10.0} {:>9.1} {:>5} {:+}  {}",
+            info.label(),
             info.state.to_string(),
             entry.steps as f64 / window.as_secs_f64(),
             entry.busy.unwrap_or_default().as_secs_f64() * 1e3,

@@ -163,3 +163,65 @@ fn a_long_step_names_the_receive_it_resumed_from() {
     release.send(()).unwrap();
     s.wait(pid).unwrap();
 }
+
+/// Every listing, `top` and the recorder name a process `Type::entry <pid>`: a
+/// `#[process]` by its own struct (not the machine the macro wraps it in), the
+/// runtime's processes by theirs.
+#[test]
+fn processes_are_labelled_by_their_struct_entry_and_pid() {
+    use wsched::supervisor::{Strategy, Supervisor};
+    let s = Scheduler::builder()
+        .workers(2)
+        .record(wsched::RecordOptions::new())
+        .build()
+        .unwrap();
+    let summer = s.spawn(Summer, "sum", (1_u32,)).unwrap();
+    let supervisor = s
+        .spawn(Supervisor::new(Strategy::OneForOne), Supervisor::ENTRY, ())
+        .unwrap();
+    let inbox = s.inbox().unwrap();
+    let info = listed_until(&s, summer, |i| i.state == ProcessState::WaitingForMessage);
+    assert_eq!(info.process_type, std::any::type_name::<Summer>());
+    assert_eq!(info.label(), format!("Summer::sum {summer}"));
+    assert!(
+        info.to_string()
+            .starts_with(&format!("Summer::sum {summer} [waiting for a message]")),
+        "{info}"
+    );
+    let info = listed_until(&s, supervisor, |_| true);
+    assert_eq!(info.label(), format!("Supervisor::supervise {supervisor}"));
+    let info = listed_until(&s, inbox.pid(), |_| true);
+    assert_eq!(info.label(), format!("Inbox::inbox {}", inbox.pid()));
+
+    let by = wsched::top::TopBy::Steps;
+    let top = s.top(by, 10).unwrap();
+    let line = top.iter().find(|p| p.pid == summer).unwrap().to_string();
+    assert!(
+        line.starts_with(&format!("Summer::sum {summer} [")),
+        "{line}"
+    );
+    let window = wsched::top::rank_window(&[], s.processes(), by, 10).unwrap();
+    let line = window.iter().find(|w| w.info.pid == summer).unwrap();
+    assert!(
+        line.to_string().starts_with(&format!(
+            "Summer::sum {summer} [waiting for a message]: 1 step"
+        )),
+        "{line}"
+    );
+
+    let recording = s.recording().expect("the recorder is on");
+    assert_eq!(
+        recording.process_type(summer),
+        Some(std::any::type_name::<Summer>())
+    );
+    assert_eq!(recording.label(summer), format!("Summer::sum {summer}"));
+    assert_eq!(
+        recording.label(supervisor),
+        format!("Supervisor::supervise {supervisor}")
+    );
+    assert!(recording
+        .to_terminal(40)
+        .contains(&format!("= Summer::sum {summer}")));
+    s.send(summer, 1_u64).unwrap();
+    s.wait(summer).unwrap();
+}

@@ -1,4 +1,4 @@
-//! Type names for messages: `std::any::type_name` spells every path out
+//! Type names for messages and processes: `std::any::type_name` spells every path out
 //! (`alloc::vec::Vec<alloc::string::String>`), which buries the type a reader wrote
 //! (`Vec<String>`). Accessors that return type names keep the full ones (they are
 //! data: unambiguous, comparable); only what is printed for people is shortened.
@@ -19,6 +19,55 @@ impl fmt::Display for Short<'_> {
 impl fmt::Debug for Short<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(self, f)
+    }
+}
+
+/// How every rendering names a process (listings, `top`, the recorder's pictures
+/// and its Chrome / Perfetto JSON): its type, shortened, and its entry, as a path,
+/// `Crawler::run`. Followed by the PID where the PID is not said otherwise
+/// ([`ProcessLabel`]). An unknown type (a recording built by hand) leaves the
+/// entry alone; an unknown entry shows as `?`.
+#[derive(Clone, Copy)]
+pub(crate) struct ProcessName<'a> {
+    /// The type, in full (as `std::any::type_name` spells it), if known.
+    pub(crate) process_type: Option<&'a str>,
+    /// The entry, if known.
+    pub(crate) entry: Option<&'a str>,
+}
+
+impl fmt::Display for ProcessName<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(process_type) = self.process_type.filter(|t| !t.is_empty()) {
+            write!(f, "{}::", Short(process_type))?;
+        }
+        f.write_str(self.entry.unwrap_or("?"))
+    }
+}
+
+/// A [`ProcessName`] and the PID: `Crawler::run <5>`, the label of a process
+/// wherever it is shown.
+#[derive(Clone, Copy)]
+pub(crate) struct ProcessLabel<'a> {
+    pub(crate) name: ProcessName<'a>,
+    pub(crate) pid: crate::pid::Pid,
+}
+
+impl<'a> ProcessLabel<'a> {
+    /// The label of `pid`, of type `process_type` (in full), running `entry`.
+    pub(crate) fn new(process_type: &'a str, entry: &'a str, pid: crate::pid::Pid) -> Self {
+        Self {
+            name: ProcessName {
+                process_type: Some(process_type),
+                entry: Some(entry),
+            },
+            pid,
+        }
+    }
+}
+
+impl fmt::Display for ProcessLabel<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.name, self.pid)
     }
 }
 
@@ -356,6 +405,32 @@ mod tests {
              process receives `Request<u8, u64>` (its caller expects a `u32` reply, the \
              receive answers with a `u64`)"
         );
+    }
+
+    #[test]
+    fn a_process_is_labelled_by_its_short_type_its_entry_and_its_pid() {
+        use super::{ProcessLabel, ProcessName};
+        use crate::pid::Pid;
+        let pid = Pid::from_raw(5);
+        let label = |process_type, entry| {
+            let name = ProcessName {
+                process_type,
+                entry,
+            };
+            ProcessLabel { name, pid }.to_string()
+        };
+        assert_eq!(
+            ProcessLabel::new("my_crate::crawl::Crawler", "run", pid).to_string(),
+            "Crawler::run <5>"
+        );
+        assert_eq!(
+            label(Some("my::Pool<alloc::string::String>"), Some("serve")),
+            "Pool<String>::serve <5>"
+        );
+        assert_eq!(label(None, Some("run")), "run <5>");
+        assert_eq!(label(Some(""), Some("run")), "run <5>");
+        assert_eq!(label(Some("my::Crawler"), None), "Crawler::? <5>");
+        assert_eq!(label(None, None), "? <5>");
     }
 
     #[test]

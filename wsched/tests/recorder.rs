@@ -131,6 +131,11 @@ fn a_deterministic_run_records_exactly_its_steps() {
     assert_eq!(recording.entry(a), Some("count"));
     assert_eq!(recording.entry(b), Some("wait"));
     assert_eq!(recording.entry(c), Some("poke"));
+    assert_eq!(
+        recording.process_type(a),
+        Some(std::any::type_name::<Script>())
+    );
+    assert_eq!(recording.label(b), format!("Script::wait {b}"));
     assert_eq!(recording.pids(), [a, b, c]);
     let slices = recording.worker_slices(0);
     for pair in slices.windows(2) {
@@ -242,6 +247,10 @@ fn a_live_process_keeps_its_entry_after_its_spawn_is_overwritten() {
         .iter()
         .any(|e| e.kind == EventKind::Spawned { pid: sleeper }));
     assert_eq!(recording.entry(sleeper), Some("sleeper"));
+    assert_eq!(
+        recording.label(sleeper),
+        format!("Script::sleeper {sleeper}")
+    );
 }
 
 #[test]
@@ -551,7 +560,8 @@ fn the_chrome_json_of_a_real_run_parses_and_its_slices_nest() {
         .map(|i| scheduler.spawn(counting(i % 7), "count \"q\"", ()).unwrap())
         .collect();
     // 1001 steps: some worker takes at least 256 of them, and samples the counters.
-    pids.push(scheduler.spawn(counting(1000), "long", ()).unwrap());
+    let long = scheduler.spawn(counting(1000), "long", ()).unwrap();
+    pids.push(long);
     for pid in pids {
         scheduler.wait(pid).unwrap();
     }
@@ -567,7 +577,10 @@ fn the_chrome_json_of_a_real_run_parses_and_its_slices_nest() {
     assert_eq!(steps, expected as usize);
     assert!(events
         .iter()
-        .any(|e| e.str("name") == Some("count \"q\"") && e.str("ph") == Some("X")));
+        .any(|e| e.str("name") == Some("Script::count \"q\"") && e.str("ph") == Some("X")));
+    // Each process's lane is named by its label.
+    assert!(events.iter().any(|e| e.str("ph") == Some("M")
+        && e.get("args").and_then(|a| a.str("name")) == Some(&*format!("Script::long {long}"))));
     assert!(events.iter().any(|e| e.str("ph") == Some("C")));
     assert!(events
         .iter()
@@ -584,6 +597,9 @@ fn fixed_recording() -> Recording {
     r.set_entry(p1, "spawner");
     r.set_entry(p2, "child");
     r.set_entry(p3, "child");
+    r.set_process_type(p1, "my_app::tree::Spawner");
+    r.set_process_type(p2, "my_app::tree::Child");
+    // p3's type is unknown: labelled by its entry alone.
     let mut push = |lane, at, kind| r.push(lane, RecordedEvent::new(us(at), kind));
     let (w0, w1) = (Lane::Worker(0), Lane::Worker(1));
     push(Lane::Outside, 0, EventKind::Spawned { pid: p1 });

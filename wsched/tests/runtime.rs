@@ -668,6 +668,8 @@ fn listing_shows_live_processes_and_metrics_count_work() {
     let list = s.processes();
     let echo_info = list.iter().find(|p| p.pid == echo).unwrap();
     assert_eq!(echo_info.entry, "serve");
+    assert!(echo_info.process_type.ends_with("::Echo"));
+    assert_eq!(echo_info.label(), format!("Echo::serve {echo}"));
     let running_info = list.iter().find(|p| p.pid == running).unwrap();
     assert_eq!(running_info.state, ProcessState::Running);
     assert_eq!(running_info.entry, "run");
@@ -683,7 +685,7 @@ fn listing_shows_live_processes_and_metrics_count_work() {
     };
     assert_eq!(waiting.steps, 1);
     assert!(waiting.to_string().starts_with(&format!(
-        "{echo} serve [waiting for a message] after 1 step"
+        "Echo::serve {echo} [waiting for a message] after 1 step"
     )));
     s.send(echo, "stop").unwrap();
     s.wait(echo).unwrap();

@@ -133,6 +133,19 @@ pub trait Process: Send + 'static {
     fn __bounded_mailbox(&mut self) -> bool {
         false
     }
+
+    /// Not part of the API, and nothing to implement: the type listings and
+    /// recordings name the process by (`Crawler` in `Crawler::run <5>`), as
+    /// [`std::any::type_name`] spells it. The implementing type; a `#[process]`
+    /// machine gives its struct's, not its own. Read once per process type, into
+    /// a static the process's cell points to.
+    #[doc(hidden)]
+    fn __type_name() -> &'static str
+    where
+        Self: Sized,
+    {
+        std::any::type_name::<Self>()
+    }
 }
 
 impl Process for Box<dyn Process> {

@@ -761,6 +761,7 @@ impl Shared {
                 self.unobserved.report(FailureReport {
                     pid: cell.pid(),
                     entry: cell.entry().to_owned(),
+                    process_type: cell.process_type(),
                     reason,
                     unclaimed: true,
                 });
@@ -810,6 +811,7 @@ fn failure_report(cell: &ProcessCell, reason: &ExitReason) -> Option<FailureRepo
     (cell.is_detached() && is_failure(reason)).then(|| FailureReport {
         pid: cell.pid(),
         entry: cell.entry().to_owned(),
+        process_type: cell.process_type(),
         reason: reason.clone(),
         unclaimed: false,
     })

@@ -51,6 +51,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::exit::ExitReason;
 use crate::pid::Pid;
 use crate::runtime::drop_quietly;
+use crate::type_name::ProcessLabel;
 
 /// A failure nobody observed (see
 /// [`Builder::on_unobserved_failure`](crate::Builder::on_unobserved_failure)).
@@ -61,6 +62,9 @@ pub struct FailureReport {
     pub pid: Pid,
     /// The entry it ran.
     pub entry: String,
+    /// The type it ran, in full (see
+    /// [`ProcessInfo::process_type`](crate::ProcessInfo::process_type)).
+    pub process_type: &'static str,
     /// Why it ended.
     pub reason: ExitReason,
     /// `true` for a joinable process whose result nobody claimed before the
@@ -73,8 +77,9 @@ impl fmt::Display for FailureReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "process {} (entry `{}`) {}; ",
-            self.pid, self.entry, self.reason
+            "process {} {}; ",
+            ProcessLabel::new(self.process_type, &self.entry, self.pid),
+            self.reason
         )?;
         if self.unclaimed {
             f.write_str(

@@ -461,4 +461,9 @@ where
         self.io.set_bounded();
         true
     }
+
+    fn __type_name() -> &'static str {
+        // The user's struct, not the machine wrapping it.
+        std::any::type_name::<P>()
+    }
 }

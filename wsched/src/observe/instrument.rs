@@ -71,7 +71,7 @@ impl Instrument for Layers {
     #[inline(always)]
     fn spawned(shared: &Shared, caller: Caller, cell: &CellRef) {
         if let Some(r) = shared.recorder() {
-            r.spawned(caller, cell.pid(), cell.entry());
+            r.spawned(caller, cell.pid(), cell.process_type(), cell.entry());
         }
     }
 

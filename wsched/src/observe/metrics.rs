@@ -9,7 +9,7 @@ use crate::engine::process::{SuspendKind, SuspendPoint};
 use crate::engine::state::ProcessState;
 use crate::observe::timing::StepTimingMetrics;
 use crate::pid::Pid;
-use crate::type_name::{plural, WaitingTypes};
+use crate::type_name::{plural, ProcessLabel, WaitingTypes};
 impl WorkerCounters {
     /// `local_queue`: the worker's deque length now; `start`: the scheduler's start.
     pub(crate) fn snapshot(&self, local_queue: usize, start: Instant) -> WorkerMetrics {
@@ -167,6 +167,13 @@ pub struct ProcessInfo {
     pub state: ProcessState,
     /// The entry it runs.
     pub entry: String,
+    /// The type it runs, in full, as [`std::any::type_name`] spells it
+    /// (`my_crate::crawl::Crawler`): the struct of a `#[process]` `impl` block, the
+    /// implementing type of a hand-written [`Process`](crate::Process),
+    /// [`Supervisor`](crate::supervisor::Supervisor) for a supervisor, [`Inbox`](crate::Inbox)
+    /// for an inbox's process. Listings show it shortened, before the entry:
+    /// `Crawler::run <5>` (see [`label`](Self::label)).
+    pub process_type: &'static str,
     /// Steps taken so far.
     pub steps: u64,
     /// Where it last said it waits (for macro processes: the `yield_cmd!`/`recv!`
@@ -195,6 +202,36 @@ pub struct ProcessInfo {
 }
 
 impl ProcessInfo {
+    /// How listings, `top` and the recorder's pictures name the process: its type,
+    /// shortened, its entry and its PID.
+    ///
+    /// ```
+    /// use wsched::prelude::*;
+    ///
+    /// struct Crawler;
+    ///
+    /// #[process]
+    /// impl Crawler {
+    ///     #[entry]
+    ///     fn run(&mut self) -> Result<(), BoxError> {
+    ///         let _ = recv!(u32)?;
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = wsched::Scheduler::builder().workers(1).build()?;
+    /// let pid = scheduler.spawn(Crawler, "run", ())?;
+    /// let listing = scheduler.processes();
+    /// let info = listing.iter().find(|p| p.pid == pid).expect("it waits for a message");
+    /// assert!(info.process_type.ends_with("Crawler"));
+    /// assert_eq!(info.label(), format!("Crawler::run {pid}"));
+    /// scheduler.send(pid, 1_u32)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn label(&self) -> String {
+        ProcessLabel::new(self.process_type, &self.entry, self.pid).to_string()
+    }
+
     /// The commands it waits for, if it is suspended at a yield, from its
     /// suspension point: a `#[process]` counts down as the completions of a
     /// `yield_all!` arrive, in the order the commands were yielded (one that arrives
@@ -215,9 +252,8 @@ impl std::fmt::Display for ProcessInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} {} [{}] after {}",
-            self.pid,
-            self.entry,
+            "{} [{}] after {}",
+            ProcessLabel::new(self.process_type, &self.entry, self.pid),
             self.state,
             plural(self.steps, "step")
         )?;

@@ -56,6 +56,7 @@ use crate::observe::trace;
 use crate::pid::Pid;
 use crate::runtime::drop_quietly;
 use crate::time::clock::{self, RuntimeClock, TimeSource};
+use crate::type_name::ProcessLabel;
 
 /// Buckets of a histogram: bucket `i` counts durations of `2^i ..= 2^(i+1) - 1`
 /// ticks (bucket 0 also zero), so 64 cover every `u64`.
@@ -322,13 +323,17 @@ fn detect(shared: &Weak<Shared>, threshold: Duration, period: Duration) {
                 continue;
             }
             reported[index] = sequence;
-            let (entry, resumed_from) = shared
+            let (entry, process_type, resumed_from) = shared
                 .cell_of(pid)
-                .map(|cell| (cell.entry().to_owned(), cell.suspend_point()))
+                .map(|cell| {
+                    let entry = cell.entry().to_owned();
+                    (entry, cell.process_type(), cell.suspend_point())
+                })
                 .unwrap_or_default();
             timing.report(LongStep {
                 pid,
                 entry,
+                process_type,
                 resumed_from,
                 running_for,
                 worker: index,
@@ -347,6 +352,10 @@ pub struct LongStep {
     pub pid: Pid,
     /// The entry it runs.
     pub entry: String,
+    /// The type it runs, in full (see
+    /// [`ProcessInfo::process_type`](crate::ProcessInfo::process_type)); empty if
+    /// the process ended before it was named.
+    pub process_type: &'static str,
     /// Where the process had suspended before this step, so where the code that
     /// runs long begins (`None`: its first step, or a process that does not say).
     pub resumed_from: Option<SuspendPoint>,
@@ -360,8 +369,10 @@ impl fmt::Display for LongStep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "long step: process {} (entry `{}`) has been running for {:?} on worker {}",
-            self.pid, self.entry, self.running_for, self.worker
+            "long step: process {} has been running for {:?} on worker {}",
+            ProcessLabel::new(self.process_type, &self.entry, self.pid),
+            self.running_for,
+            self.worker
         )?;
         match &self.resumed_from {
             Some(point) => write!(f, ", resumed from the {point}"),

@@ -19,7 +19,7 @@ use std::time::Duration;
 use crate::engine::handle::Handle;
 use crate::observe::metrics::ProcessInfo;
 use crate::pid::Pid;
-use crate::type_name::plural;
+use crate::type_name::{plural, ProcessLabel};
 
 /// What [`Handle::top`] and [`Handle::top_window`] rank processes by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -85,9 +85,8 @@ impl fmt::Display for WindowEntry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} {} [{}]: {}",
-            self.info.pid,
-            self.info.entry,
+            "{} [{}]: {}",
+            ProcessLabel::new(self.info.process_type, &self.info.entry, self.info.pid),
             self.info.state,
             plural(self.steps, "step")
         )?;
@@ -227,6 +226,7 @@ mod tests {
             parent: None,
             state: ProcessState::WaitingForMessage,
             entry: "run".into(),
+            process_type: "my::Crawler",
             steps,
             suspended_at: None,
             mailbox,

@@ -158,6 +158,7 @@ impl Shared {
                     parent: cell.parent(),
                     state: cell.state(),
                     entry: cell.entry().to_owned(),
+                    process_type: cell.process_type(),
                     steps: cell.steps(),
                     suspended_at: cell.suspend_point(),
                     mailbox: waiting_messages.iter().map(|m| m.count).sum(),

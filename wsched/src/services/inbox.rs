@@ -201,10 +201,15 @@ impl Process for InboxProcess {
         self.queue.state.lock().closed = true;
         self.queue.arrived.notify_all();
     }
+
+    /// Listings name it by the type its user holds: `Inbox::inbox <7>`.
+    fn __type_name() -> &'static str {
+        std::any::type_name::<Inbox>()
+    }
 }
 
 impl Inbox {
-    /// The entry of an inbox's process, as listings show it.
+    /// The entry of an inbox's process, as listings show it (`Inbox::inbox <7>`).
     pub const ENTRY: &'static str = "inbox";
 
     pub(crate) fn new(handle: &Handle) -> Result<Self, SpawnError> {

@@ -67,8 +67,8 @@ impl ResultWaiter {
 /// cell took two allocations, two frees and a pointer chase on every step.
 ///
 /// `repr(C)` puts the header at offset 0 whatever `B` is, so a thin pointer to the
-/// cell is a valid pointer to its header, from which [`Header::to_fat`] rebuilds the
-/// full (`dyn`) pointer: see [`ProcessCell::into_thin`].
+/// cell is a valid pointer to its header, from which its [`CellType::to_fat`]
+/// rebuilds the full (`dyn`) pointer: see [`CellRef::into_thin`].
 #[repr(C)]
 pub(crate) struct ProcessCell<B: ?Sized = dyn Process> {
     header: Header,
@@ -126,9 +126,10 @@ pub(crate) struct Header {
     /// would contend on.
     handle: Option<Handle>,
     parent: Option<Pid>,
-    /// Rebuilds the `dyn` pointer to the whole cell from a pointer to this header:
-    /// the one place that remembers the body's concrete type.
-    to_fat: fn(*const Header) -> *const ProcessCell,
+    /// What the cell knows of its body's concrete type: the one place that
+    /// remembers it. A pointer to a static per process type, one word, as the
+    /// `to_fat` function pointer it replaced.
+    cell_type: &'static CellType,
     entry: EntryName,
     /// Where the process waits, for listings. Only the owner writes it (through
     /// [`Owned`], and as it ends, in `end_with`), under the mailbox lock; others read
@@ -434,7 +435,7 @@ impl ProcessCell {
                 steps: AtomicU64::new(BODY_LIVE | if detached { DETACHED } else { 0 }),
                 suspended_at: UnsafeCell::new(None),
                 timers: TimerList::new(),
-                to_fat: fat_cell::<P>,
+                cell_type: CellType::of::<P>(),
                 span: <Layers as Instrument>::no_span(),
             },
             body: UnsafeCell::new(ManuallyDrop::new(process)),
@@ -505,6 +506,36 @@ impl ProcessCell {
 /// The `dyn` pointer to a cell whose body is a `P`, from the pointer to its header.
 fn fat_cell<P: Process>(header: *const Header) -> *const ProcessCell {
     header.cast::<ProcessCell<P>>() as *const ProcessCell
+}
+
+/// What a cell keeps of its body's concrete type, in a static per process type
+/// (see [`CellType::of`]), so that a cell holds one pointer for all of it.
+pub(crate) struct CellType {
+    /// Rebuilds the `dyn` pointer to the whole cell from a pointer to its header.
+    pub(crate) to_fat: fn(*const Header) -> *const ProcessCell,
+    /// The type listings and recordings name the process by
+    /// ([`Process::__type_name`]): read only for them, never by a step.
+    type_name: fn() -> &'static str,
+}
+
+/// [`CellType`]'s static for a `P`: an associated constant, which `&` promotes to
+/// a `'static` (Rust has no generic statics).
+trait HasCellType: Process {
+    const CELL_TYPE: CellType;
+}
+
+impl<P: Process> HasCellType for P {
+    const CELL_TYPE: CellType = CellType {
+        to_fat: fat_cell::<P>,
+        type_name: <P as Process>::__type_name,
+    };
+}
+
+impl CellType {
+    /// The static of cells whose body is a `P`.
+    fn of<P: Process>() -> &'static Self {
+        &<P as HasCellType>::CELL_TYPE
+    }
 }
 
 /// A process not spawned yet, already in the cell it will run in (so spawning it
@@ -767,6 +798,19 @@ impl Header {
 
     pub(crate) fn entry(&self) -> &str {
         self.entry.as_str()
+    }
+
+    /// The type the process is named by in listings and recordings, in full, as
+    /// [`std::any::type_name`] spells it: the struct of a `#[process]`, the
+    /// implementing type of a hand-written process.
+    pub(crate) fn process_type(&self) -> &'static str {
+        (self.cell_type.type_name)()
+    }
+
+    /// What rebuilds the `dyn` pointer from the header (see [`CellRef::from_thin`]).
+    #[inline(always)]
+    pub(crate) fn cell_type(&self) -> &'static CellType {
+        self.cell_type
     }
 
     pub(crate) fn state(&self) -> ProcessState {

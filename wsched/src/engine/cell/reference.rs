@@ -121,9 +121,10 @@ impl CellRef {
     /// `thin` came from `into_thin`, and its count is not taken back twice.
     pub(crate) unsafe fn from_thin(thin: NonNull<Header>) -> Self {
         // SAFETY: `thin` points to the header of a live cell (its count is still
-        // owned), so reading `to_fat` is sound, and `to_fat` rebuilds exactly the
-        // pointer `into_thin` was given (same address, the body's vtable).
-        let fat = unsafe { (thin.as_ref().to_fat)(thin.as_ptr()) };
+        // owned), so reading its cell type is sound, and its `to_fat` rebuilds
+        // exactly the pointer `into_thin` was given (same address, the body's
+        // vtable).
+        let fat = unsafe { (thin.as_ref().cell_type().to_fat)(thin.as_ptr()) };
         // SAFETY: as above, not null.
         Self(unsafe { NonNull::new_unchecked(fat.cast_mut()) })
     }

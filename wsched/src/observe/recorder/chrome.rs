@@ -1,12 +1,14 @@
 //! The Chrome Trace Event format (JSON), which Perfetto (ui.perfetto.dev) and
 //! `chrome://tracing` open. Written by hand: the format is plain text, and only
-//! entry names need escaping.
+//! entry and type names need escaping.
 //!
-//! Trace process 0, "workers", has one thread per worker: its steps (named by entry,
-//! with the PID in their arguments) and parks as complete (`X`) events, steals as
+//! Trace process 0, "workers", has one thread per worker: its steps (named by type
+//! and entry, `Crawler::run`, with the PID, type and entry in their arguments) and
+//! parks as complete (`X`) events, steals as
 //! instants on the thief with a flow arrow from the victim, and counters (queue
 //! depths, live processes). Trace process 1, "processes", has one thread per process
-//! (its thread id is the PID's number): runnable, running and waiting slices.
+//! (its thread id is the PID's number, its name the process's label,
+//! `Crawler::run <5>`): runnable, running and waiting slices.
 
 use std::io::{self, Write};
 use std::time::Duration;
@@ -19,9 +21,11 @@ const PROCESSES: u32 = 1;
 impl Recording {
     /// Writes the recording as Chrome Trace Event JSON: open it in Perfetto
     /// (<https://ui.perfetto.dev>, "Open trace file") or `chrome://tracing`. One lane
-    /// per worker (steps named by entry, with PID and outcome as arguments; parks;
-    /// steals as arrows from victim to thief), counters for queue depths and live
-    /// processes, and one lane per process (runnable / running / waiting).
+    /// per worker (steps named by type and entry, `Crawler::run`, with PID, type,
+    /// entry and outcome as arguments; parks; steals as arrows from victim to
+    /// thief), counters for queue depths and live processes, and one lane per
+    /// process, named by its [`label`](Self::label) (runnable / running /
+    /// waiting).
     ///
     /// # Errors
     /// Those of `out`.
@@ -63,12 +67,14 @@ impl Recording {
                 let (name, cat, args) = match slice.kind {
                     SliceKind::Step { pid, outcome } => {
                         let entry = self.entry(pid).unwrap_or("?");
+                        let process_type = self.process_type(pid).unwrap_or("?");
                         let outcome = outcome.map_or("?".to_owned(), |o| o.to_string());
                         let args = format!(
-                            "{{\"pid\":\"{pid}\",\"entry\":{},\"outcome\":\"{outcome}\"}}",
+                            "{{\"pid\":\"{pid}\",\"type\":{},\"entry\":{},\"outcome\":\"{outcome}\"}}",
+                            string(process_type),
                             string(entry)
                         );
-                        (entry.to_owned(), "step", args)
+                        (self.process_name(pid).to_string(), "step", args)
                     }
                     SliceKind::Park => ("parked".to_owned(), "park", "{}".to_owned()),
                 };
@@ -107,13 +113,7 @@ impl Recording {
         }
         for pid in self.pids() {
             let tid = pid.as_u64();
-            let entry = self.entry(pid).unwrap_or("?");
-            w.metadata(
-                PROCESSES,
-                Some(tid),
-                "thread_name",
-                &format!("{pid} {entry}"),
-            )?;
+            w.metadata(PROCESSES, Some(tid), "thread_name", &self.label(pid))?;
             for slice in self.process_slices(pid) {
                 let args = match slice.activity {
                     Activity::Running { worker } => format!("{{\"worker\":{worker}}}"),

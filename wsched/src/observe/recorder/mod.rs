@@ -235,7 +235,7 @@ const PARK: u64 = 6;
 const UNPARK: u64 = 7;
 /// Word 1's argument: the victim (16 bits) and the count above it.
 const STEAL: u64 = 8;
-/// Word 0: the entry's index in the lane's name table.
+/// Word 0: the index of the process's type and entry in the lane's name table.
 const SPAWN: u64 = 9;
 /// Word 0: time; argument: the worker's deque depth. Followed by `COUNTERS_MORE`.
 const COUNTERS: u64 = 10;
@@ -274,17 +274,18 @@ fn outcome_of_code(code: u64) -> StepOutcome {
 /// idle, parks or wakes): reading them touches other workers' lines.
 const SAMPLE_EVERY: u32 = 256;
 
-/// At most this many distinct entry names per lane are kept (further ones show as
-/// `?`): the table is bounded like the buffers.
+/// At most this many distinct types and entries per lane are kept (further ones
+/// show as `?`): the table is bounded like the buffers.
 const MAX_NAMES: usize = 4096;
 
 // ---- the recorder -----------------------------------------------------------------
 
-/// One lane: a buffer, its entry-name table, and its writer's private state.
+/// One lane: a buffer, its name table, and its writer's private state.
 struct LaneBuffer {
     ring: Ring,
-    /// Entry names spawned from this lane, by the index `SPAWN` events carry. Locked
-    /// by the writer once per spawn, by readers once per recording.
+    /// The types and entries of processes spawned from this lane, by the index
+    /// `SPAWN` events carry. Locked by the writer once per spawn, by readers once
+    /// per recording.
     names: Mutex<Names>,
     /// Writer-private (relaxed loads and stores by the one writer only).
     parked: AtomicBool,
@@ -296,11 +297,16 @@ struct LaneBuffer {
     step: AtomicU64,
 }
 
+/// A lane's name table: each distinct process type (its full name) and entry, once.
 #[derive(Default)]
 struct Names {
-    ids: HashMap<Box<str>, u64>,
-    list: Vec<Box<str>>,
+    /// By type, then entry: looked up without allocating.
+    ids: HashMap<&'static str, HashMap<Box<str>, u64>>,
+    list: Vec<Name>,
 }
+
+/// A process's type (in full) and entry, as a lane's name table keeps them.
+type Name = (&'static str, Box<str>);
 
 impl LaneBuffer {
     fn new(options: &RecordOptions) -> Self {
@@ -314,17 +320,18 @@ impl LaneBuffer {
         }
     }
 
-    fn entry_id(&self, entry: &str) -> u64 {
+    fn name_id(&self, process_type: &'static str, entry: &str) -> u64 {
         let mut names = self.names.lock();
-        if let Some(&id) = names.ids.get(entry) {
+        if let Some(&id) = names.ids.get(process_type).and_then(|e| e.get(entry)) {
             return id;
         }
         if names.list.len() >= MAX_NAMES {
             return u64::MAX;
         }
         let id = names.list.len() as u64;
-        names.list.push(entry.into());
-        names.ids.insert(entry.into(), id);
+        names.list.push((process_type, entry.into()));
+        let by_entry = names.ids.entry(process_type).or_default();
+        by_entry.insert(entry.into(), id);
         id
     }
 }
@@ -441,17 +448,23 @@ impl Recorder {
         }
     }
 
-    /// `pid` was spawned, running `entry`, by `caller`.
-    pub(crate) fn spawned(&self, caller: Caller, pid: Pid, entry: &str) {
+    /// `pid` was spawned, running `entry` of `process_type` (in full), by `caller`.
+    pub(crate) fn spawned(
+        &self,
+        caller: Caller,
+        pid: Pid,
+        process_type: &'static str,
+        entry: &str,
+    ) {
         match caller {
             Caller::Worker(worker) => {
                 let lane = &self.workers[worker];
-                let id = lane.entry_id(entry);
+                let id = lane.name_id(process_type, entry);
                 lane.ring.push(id, word1(SPAWN, pid.as_u64()));
             }
             Caller::Outside => {
                 let _writer = self.outside.lock();
-                let id = self.outside_lane.entry_id(entry);
+                let id = self.outside_lane.name_id(process_type, entry);
                 self.outside_lane.ring.push(id, word1(SPAWN, pid.as_u64()));
             }
         }
@@ -527,7 +540,7 @@ impl Recorder {
             .chain(std::iter::once((Lane::Outside, &self.outside_lane)));
         for (lane, buffer) in lanes {
             let copied = buffer.ring.snapshot();
-            let names: Vec<Box<str>> = buffer.names.lock().list.clone();
+            let names: Vec<Name> = buffer.names.lock().list.clone();
             let kept = copied.events.len() as u64;
             recording.set_lost(lane, copied.written - kept + copied.refused);
             decode(
@@ -539,11 +552,11 @@ impl Recorder {
                 elapsed,
             );
         }
-        // Processes whose spawn is no longer in the buffers: their entries from the
-        // PID table, if they are still live.
+        // Processes whose spawn is no longer in the buffers: their types and
+        // entries from the PID table, if they are still live.
         if recording.has_unnamed() {
             for info in shared.processes() {
-                recording.name_if_unnamed(info.pid, &info.entry);
+                recording.name_if_unnamed(info.pid, info.process_type, &info.entry);
             }
         }
         recording
@@ -558,7 +571,7 @@ fn decode(
     recording: &mut Recording,
     lane: Lane,
     raw: &[[u64; 2]],
-    names: &[Box<str>],
+    names: &[Name],
     to_time: &dyn Fn(u64) -> Duration,
     end: Duration,
 ) {
@@ -639,8 +652,13 @@ fn decode(
                 count: arg >> 16,
             }),
             SPAWN => {
-                let entry = names.get(w0 as usize).map_or("?", |n| n);
-                recording.set_entry(pid(), entry);
+                match names.get(w0 as usize) {
+                    Some((process_type, entry)) => {
+                        recording.set_entry(pid(), entry);
+                        recording.set_process_type(pid(), process_type);
+                    }
+                    None => recording.set_entry(pid(), "?"),
+                }
                 Some(EventKind::Spawned { pid: pid() })
             }
             COUNTERS => match raw.get(i + 1) {

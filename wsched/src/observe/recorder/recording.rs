@@ -5,6 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::pid::Pid;
+use crate::type_name::{ProcessLabel, ProcessName};
 
 /// Where an event was recorded: a worker's own buffer, or the one buffer that
 /// threads which are not workers share (spawns and sends from outside, timers
@@ -105,7 +106,8 @@ pub enum EventKind {
         /// The process queued.
         pid: Pid,
     },
-    /// `pid` was spawned (its entry is in [`Recording::entry`]).
+    /// `pid` was spawned (its entry is in [`Recording::entry`], its type in
+    /// [`Recording::process_type`]).
     Spawned {
         /// The new process.
         pid: Pid,
@@ -184,7 +186,8 @@ impl RecordedEvent {
 }
 
 /// A snapshot of what the recorder holds: per lane, the events in order, and the
-/// entries of the processes they name. Made by
+/// entries and types of the processes they name (which label them in the pictures
+/// and the JSON: `Crawler::run <5>`, see [`label`](Self::label)). Made by
 /// [`Scheduler::recording`](crate::Scheduler::recording) (a copy: the scheduler
 /// goes on recording), or built by hand with [`new`](Self::new) and
 /// [`push`](Self::push), e.g. to test a renderer.
@@ -218,6 +221,8 @@ pub struct Recording {
     lanes: Vec<Vec<RecordedEvent>>,
     lost: Vec<u64>,
     entries: BTreeMap<Pid, String>,
+    /// Full type names (see [`process_type`](Self::process_type)).
+    types: BTreeMap<Pid, String>,
 }
 
 /// A span of time on a worker's lane.
@@ -349,6 +354,7 @@ impl Recording {
             lanes: vec![Vec::new(); workers + 1],
             lost: vec![0; workers + 1],
             entries: BTreeMap::new(),
+            types: BTreeMap::new(),
         }
     }
 
@@ -383,6 +389,22 @@ impl Recording {
         self.entries.insert(pid, entry.to_owned());
     }
 
+    /// Names the type `pid` runs, in full, as [`std::any::type_name`] spells it
+    /// (see [`ProcessInfo::process_type`](crate::ProcessInfo::process_type)); the
+    /// pictures and the JSON show it shortened, before the entry.
+    ///
+    /// ```
+    /// let mut r = wsched::Recording::new(1, std::time::Duration::ZERO);
+    /// let pid = wsched::Pid::from_raw(7);
+    /// r.set_entry(pid, "serve");
+    /// r.set_process_type(pid, "my_crate::Server");
+    /// assert_eq!(r.process_type(pid), Some("my_crate::Server"));
+    /// assert_eq!(r.label(pid), "Server::serve <7>");
+    /// ```
+    pub fn set_process_type(&mut self, pid: Pid, process_type: &str) {
+        self.types.insert(pid, process_type.to_owned());
+    }
+
     pub(crate) fn set_clock_every(&mut self, steps: u32) {
         self.clock_every = steps;
     }
@@ -405,8 +427,11 @@ impl Recording {
             .any(|pid| !self.entries.contains_key(&pid))
     }
 
-    pub(crate) fn name_if_unnamed(&mut self, pid: Pid, entry: &str) {
-        self.entries.entry(pid).or_insert_with(|| entry.to_owned());
+    pub(crate) fn name_if_unnamed(&mut self, pid: Pid, process_type: &str, entry: &str) {
+        if !self.entries.contains_key(&pid) {
+            self.set_entry(pid, entry);
+            self.set_process_type(pid, process_type);
+        }
     }
 
     fn lane_index(&self, lane: Lane) -> usize {
@@ -490,6 +515,48 @@ impl Recording {
     /// ```
     pub fn entry(&self, pid: Pid) -> Option<&str> {
         self.entries.get(&pid).map(String::as_str)
+    }
+
+    /// The type `pid` runs, in full (see
+    /// [`set_process_type`](Self::set_process_type)), if its spawn was recorded or
+    /// it was live at the snapshot.
+    ///
+    /// ```
+    /// let r = wsched::Recording::new(1, std::time::Duration::ZERO);
+    /// assert_eq!(r.process_type(wsched::Pid::from_raw(1)), None);
+    /// ```
+    pub fn process_type(&self, pid: Pid) -> Option<&str> {
+        self.types.get(&pid).map(String::as_str)
+    }
+
+    /// How the pictures and the JSON label `pid`: its type, shortened, its entry
+    /// and the PID, `Crawler::run <5>`, as listings do. Without a type (a recording
+    /// built by hand that names none), the entry and the PID; `?` for an unknown
+    /// entry.
+    ///
+    /// ```
+    /// let mut r = wsched::Recording::new(1, std::time::Duration::ZERO);
+    /// let pid = wsched::Pid::from_raw(5);
+    /// assert_eq!(r.label(pid), "? <5>");
+    /// r.set_entry(pid, "run");
+    /// assert_eq!(r.label(pid), "run <5>");
+    /// r.set_process_type(pid, "my_crate::crawl::Crawler");
+    /// assert_eq!(r.label(pid), "Crawler::run <5>");
+    /// ```
+    pub fn label(&self, pid: Pid) -> String {
+        ProcessLabel {
+            name: self.process_name(pid),
+            pid,
+        }
+        .to_string()
+    }
+
+    /// [`label`](Self::label) without the PID: `Crawler::run`.
+    pub(crate) fn process_name(&self, pid: Pid) -> ProcessName<'_> {
+        ProcessName {
+            process_type: self.process_type(pid),
+            entry: self.entry(pid),
+        }
     }
 
     /// Every process the events name, in PID order.

@@ -206,16 +206,15 @@ impl Recording {
                 let w = (x1 - x0).max(0.5);
                 match s.kind {
                     SliceKind::Step { pid, outcome } => {
-                        let entry = xml(self.entry(pid).unwrap_or("?"));
+                        let label = xml(&self.label(pid));
                         let outcome = outcome.map_or("?".to_owned(), |o| o.to_string());
                         let _ = writeln!(
                             svg,
                             "<rect x=\"{x0:.2}\" y=\"{:.1}\" width=\"{w:.2}\" height=\"{:.1}\" \
-                             fill=\"{}\"><title>{} {entry}: {} ({outcome})</title></rect>",
+                             fill=\"{}\"><title>{label}: {} ({outcome})</title></rect>",
                             y + 2.0,
                             LANE - 4.0,
                             colour(pid),
-                            xml(&pid.to_string()),
                             short_duration(s.end - s.start)
                         );
                     }
@@ -282,12 +281,11 @@ impl Recording {
             let _ = writeln!(
                 svg,
                 "<rect x=\"{lx:.2}\" y=\"{:.1}\" width=\"12\" height=\"12\" fill=\"{}\"/>\
-                 <text x=\"{:.2}\" y=\"{ly:.1}\">{} {} ({})</text>",
+                 <text x=\"{:.2}\" y=\"{ly:.1}\">{} ({})</text>",
                 ly - 10.0,
                 colour(*pid),
                 lx + 16.0,
-                xml(&pid.to_string()),
-                xml(self.entry(*pid).unwrap_or("?")),
+                xml(&self.label(*pid)),
                 short_duration(*time)
             );
         }

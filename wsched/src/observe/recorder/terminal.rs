@@ -120,11 +120,10 @@ impl Recording {
         for (pid, l) in by_time.iter().zip(LETTERS) {
             let _ = writeln!(
                 text,
-                "{:<label_width$}  {} = {} {}",
+                "{:<label_width$}  {} = {}",
                 "",
                 char::from(*l),
-                pid.0,
-                self.entry(pid.0).unwrap_or("?")
+                self.label(pid.0)
             );
         }
         let others = by_time.len().saturating_sub(LETTERS.len());
