@@ -33,7 +33,7 @@ impl Handle {
     /// is woken; one waiting for yields gets it at its next step.
     ///
     /// To a process with a full bounded mailbox (see
-    /// [`SpawnOptions::bounded_mailbox`]), the send fails with
+    /// [`SpawnOptions::bounded_mailbox`](crate::SpawnOptions::bounded_mailbox)), the send fails with
     /// [`SendErrorKind::MailboxFull`](crate::SendErrorKind::MailboxFull) if the mailbox
     /// rejects, or succeeds and drops the oldest queued message if it drops (to the
     /// dead-letter hook, on this thread).
