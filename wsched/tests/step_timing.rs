@@ -188,3 +188,60 @@ fn a_long_step_is_named_while_it_runs_and_reported_once() {
     assert!(found.try_recv().is_err(), "reported once");
     assert_eq!(s.metrics().step_timing.unwrap().long_steps, 1);
 }
+
+/// A command whose handler blocks the worker it runs on.
+struct Stall;
+
+impl wsched::Command for Stall {
+    type Output = ();
+}
+
+#[test]
+fn a_handler_that_blocks_its_worker_is_a_long_step_that_names_its_command() {
+    let (found_tx, found) = mpsc::channel::<LongStep>();
+    let found_tx = Mutex::new(found_tx);
+    // The handler holds its worker until the test has the report.
+    let (release, released) = mpsc::channel::<()>();
+    let released = Mutex::new(released);
+    let s = Scheduler::builder()
+        .workers(2)
+        .long_step_threshold(Duration::from_millis(20))
+        .on_long_step(move |step| found_tx.lock().unwrap().send(step.clone()).unwrap())
+        .handler(move |Stall, done: wsched::command::Completer<Stall>| {
+            released.lock().unwrap().recv().unwrap();
+            done.complete(());
+        })
+        .build()
+        .unwrap();
+    let mut yielded = false;
+    let pid = s
+        .spawn(
+            Scripted::new(move |_, _, out| {
+                if yielded {
+                    out.set_status(Status::Done(Payload::unit()));
+                } else {
+                    yielded = true;
+                    out.yield_command(wsched::Tag(1), Stall);
+                    out.set_status(Status::WaitingForYields);
+                }
+                Ok(())
+            }),
+            "run",
+            (),
+        )
+        .unwrap();
+    let step = found
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the handler's time on the worker counts as the step's");
+    assert_eq!(step.pid, pid);
+    assert_eq!(step.command.as_deref(), Some("Stall"), "{step}");
+    assert!(
+        step.to_string()
+            .contains("in the handler of `Stall` on the worker"),
+        "{step}"
+    );
+    release.send(()).unwrap();
+    s.wait(pid).unwrap();
+    s.shutdown(Duration::from_secs(10));
+    assert_eq!(s.metrics().step_timing.unwrap().long_steps, 1);
+}

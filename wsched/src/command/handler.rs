@@ -11,6 +11,7 @@ use crate::engine::cell::CellRef;
 use crate::engine::completion::{catch_panics, RawCompleter};
 use crate::engine::process::{Tag, Yield};
 use crate::engine::shared::Shared;
+use crate::engine::worker::{self, Caller};
 use crate::error::{BuildError, YieldError};
 use crate::fast_hash::FastHash;
 use crate::payload::Payload;
@@ -44,6 +45,8 @@ pub(crate) enum Placement {
 pub(crate) struct Registration {
     type_id: TypeId,
     command: &'static str,
+    /// What gives `command`, a word to keep (see `timed`).
+    command_name: fn() -> &'static str,
     placement: Placement,
     builtin: bool,
     call: Arc<ErasedHandler>,
@@ -58,6 +61,7 @@ impl Registration {
         Self {
             type_id: TypeId::of::<C>(),
             command: std::any::type_name::<C>(),
+            command_name: std::any::type_name::<C>,
             placement,
             builtin: false,
             call: Arc::new(move |command: &mut Payload, cell: &CellRef, tag: Tag| {
@@ -74,6 +78,29 @@ impl Registration {
         self.builtin = true;
         self
     }
+
+    /// This registration, for a scheduler that times its steps: a handler that runs
+    /// on the worker counts its time there as the yielding process's busy time, and
+    /// the long-step detector sees it running, naming its command (see
+    /// `observe/timing.rs`). A scheduler that does not time steps keeps the handler
+    /// as it is: nothing is added to the dispatch of a yield.
+    fn timed(mut self) -> Self {
+        if self.placement != Placement::Worker {
+            return self;
+        }
+        let (handler, command) = (self.call.clone(), self.command_name);
+        self.call = Arc::new(move |payload: &mut Payload, cell: &CellRef, tag: Tag| {
+            let shared = cell.handle().shared();
+            match (shared.timing(), worker::caller(shared)) {
+                (Some(timing), Caller::Worker(index)) => {
+                    let ticks = timing.run_handler(index, command, || handler(payload, cell, tag));
+                    cell.add_busy(ticks);
+                }
+                _ => handler(payload, cell, tag),
+            }
+        });
+        self
+    }
 }
 
 type Table = HashMap<TypeId, Registration, FastHash>;
@@ -86,9 +113,14 @@ impl Handlers {
     /// Builds the table. A user registration replaces a built-in one for the same
     /// command (e.g. a virtual-time `Sleep` in tests); two user registrations for one
     /// command are an error.
-    pub(crate) fn new(registrations: Vec<Registration>) -> Result<Self, BuildError> {
+    pub(crate) fn new(registrations: Vec<Registration>, timed: bool) -> Result<Self, BuildError> {
         let mut table = Table::default();
         for registration in registrations {
+            let registration = if timed {
+                registration.timed()
+            } else {
+                registration
+            };
             match table.get(&registration.type_id) {
                 Some(existing) if !existing.builtin && !registration.builtin => {
                     return Err(BuildError::DuplicateHandler {

@@ -20,6 +20,12 @@
 //!
 //! * A step: from just before `Process::step` to just after it returns, into the
 //!   worker's histogram and the process's busy time.
+//! * A handler that runs on the worker (registered with `Builder::handler`): from
+//!   just before it is called to just after it returns, into the busy time of the
+//!   process whose yield it handles. A handler that blocks its worker holds it as a
+//!   long step would, so the detector watches it too. The handlers are wrapped to
+//!   be timed when the scheduler is built with timing on; without, dispatching a
+//!   yield is unchanged.
 //! * Wake latency: for a process a step woke into its worker's LIFO slot (or
 //!   spawned there), from the end of that step (before which it cannot run there)
 //!   to the start of its own step, when the same worker runs it next: the path of
@@ -37,13 +43,14 @@
 //! one step from the next. A
 //! thread wakes every quarter of the threshold (at least every millisecond, at most
 //! every 100 ms), and reports each step it finds running for longer than the
-//! threshold once, with the process's entry and the suspension point the step
-//! resumed from, to [`Builder::on_long_step`](crate::Builder::on_long_step) (by
+//! threshold once, with the process's entry, the suspension point the step
+//! resumed from and, when it is a handler of one of the step's yields that runs
+//! long on the worker, the command that handler handles, to [`Builder::on_long_step`](crate::Builder::on_long_step) (by
 //! default, a line on stderr). The thread ends with the scheduler.
 
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -172,6 +179,9 @@ struct WorkerTiming {
     started: AtomicU64,
     pid: AtomicU64,
     sequence: AtomicU64,
+    /// The command whose handler runs on the worker for the step, if one does: the
+    /// `Payload::type_name_fn` of the yield, as a pointer (null: none).
+    handling: AtomicPtr<()>,
 }
 
 /// Step timing, as `Shared::timing` holds it when it is on.
@@ -214,12 +224,52 @@ impl Timing {
         if self.long_step.is_some() {
             worker.started.store(now, Ordering::Relaxed);
             worker.pid.store(pid.as_u64(), Ordering::Relaxed);
+            worker
+                .handling
+                .store(std::ptr::null_mut(), Ordering::Relaxed);
             let sequence = worker.sequence.load(Ordering::Relaxed);
             worker
                 .sequence
                 .store(sequence.wrapping_add(1), Ordering::Release);
         }
         now
+    }
+
+    /// Runs `handler`, the handler of a `command` (its type name's function) that a
+    /// step of worker `index` yielded, on the worker; returns how long it held the
+    /// worker, in ticks. The detector sees it as a step running from its start,
+    /// naming the command.
+    #[inline(never)]
+    pub(crate) fn run_handler(
+        &self,
+        index: usize,
+        command: fn() -> &'static str,
+        handler: impl FnOnce(),
+    ) -> u64 {
+        /// Tells the detector the handler is over, even if it unwinds.
+        struct Over<'a>(Option<&'a WorkerTiming>);
+        impl Drop for Over<'_> {
+            fn drop(&mut self) {
+                if let Some(worker) = self.0 {
+                    worker.started.store(0, Ordering::Relaxed);
+                }
+            }
+        }
+        let worker = &self.workers[index];
+        let began = self.clock.ticks();
+        let watched = self.long_step.is_some().then_some(&**worker);
+        if let Some(worker) = watched {
+            worker.started.store(began, Ordering::Relaxed);
+            worker.handling.store(command as *mut (), Ordering::Relaxed);
+            let sequence = worker.sequence.load(Ordering::Relaxed);
+            worker
+                .sequence
+                .store(sequence.wrapping_add(1), Ordering::Release);
+        }
+        let over = Over(watched);
+        handler();
+        drop(over);
+        self.clock.ticks().saturating_sub(began)
     }
 
     /// Worker `index` ended the step that began at `started`; returns its length in
@@ -323,6 +373,12 @@ fn detect(shared: &Weak<Shared>, threshold: Duration, period: Duration) {
                 continue;
             }
             reported[index] = sequence;
+            let handling = worker.handling.load(Ordering::Relaxed);
+            // SAFETY: `handling` holds null or a pointer made from a
+            // `fn() -> &'static str` (see `Timing::run_handler`), which is what it is
+            // turned back into: a function pointer, valid for the program's life.
+            let command = (!handling.is_null())
+                .then(|| unsafe { std::mem::transmute::<*mut (), fn() -> &'static str>(handling) });
             let (entry, process_type, resumed_from) = shared
                 .cell_of(pid)
                 .map(|cell| {
@@ -337,6 +393,7 @@ fn detect(shared: &Weak<Shared>, threshold: Duration, period: Duration) {
                 resumed_from,
                 running_for,
                 worker: index,
+                command: command.map(|name| crate::type_name::short(name())),
             });
         }
     }
@@ -363,6 +420,10 @@ pub struct LongStep {
     pub running_for: Duration,
     /// The worker running it.
     pub worker: usize,
+    /// The command whose handler was running on the worker for the step, when it
+    /// was found there (the step's own code was over): a handler that blocks its
+    /// worker holds it as a long step does.
+    pub command: Option<String>,
 }
 
 impl fmt::Display for LongStep {
@@ -374,6 +435,9 @@ impl fmt::Display for LongStep {
             self.running_for,
             self.worker
         )?;
+        if let Some(command) = &self.command {
+            write!(f, ", in the handler of `{command}` on the worker")?;
+        }
         match &self.resumed_from {
             Some(point) => write!(f, ", resumed from the {point}"),
             None => f.write_str(", in its first step"),

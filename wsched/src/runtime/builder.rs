@@ -358,7 +358,7 @@ impl Builder {
         let timers = <Timers>::new(timer_name);
         let mut registrations = builtin_registrations(timers.clone());
         registrations.extend(self.registrations);
-        let handlers = Handlers::new(registrations)?;
+        let handlers = Handlers::new(registrations, self.step_timing)?;
         let (locals, stealers): (Vec<_>, Vec<_>) = (0..workers).map(|_| local::local()).unzip();
         let shared = Shared::new(SharedParts {
             workers,
