@@ -319,8 +319,10 @@ struct Child {
 }
 
 impl Supervisor {
-    /// The entry a supervisor is spawned on (with no input).
-    pub const ENTRY: &'static str = "supervise";
+    /// The entry a supervisor is spawned on, with no input: its typed name (see
+    /// [`Entry`](crate::Entry)), so `spawn(sup, Supervisor::ENTRY, ())` is checked
+    /// like a `#[process]`'s spawn. `Supervisor::ENTRY.name()` is `"supervise"`.
+    pub const ENTRY: crate::Entry<Supervisor, ()> = crate::Entry::new("supervise");
 
     /// A supervisor with `strategy`, no children yet, and the default intensity (1
     /// restart in 5 seconds).

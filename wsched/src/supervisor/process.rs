@@ -705,13 +705,13 @@ impl Supervisor {
 
 impl Process for Supervisor {
     fn init(&mut self, ctx: Context, method: &str, input: Payloads) -> Result<(), InitError> {
-        if method != Self::ENTRY {
-            return Err(InitError::unknown_method(method, &[Self::ENTRY]));
+        if method != Self::ENTRY.name() {
+            return Err(InitError::unknown_method(method, &[Self::ENTRY.name()]));
         }
         if !input.is_empty() {
             return Err(InitError::failed(format!(
                 "`{}` takes no arguments (the children are in the Supervisor)",
-                Self::ENTRY
+                Self::ENTRY.name()
             )));
         }
         for (i, child) in self.children.iter().enumerate() {
