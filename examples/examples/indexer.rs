@@ -452,19 +452,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     let watch = inbox.monitor(coordinator);
 
-    // The report, or the coordinator's `Down` if it failed first. An inbox receives
-    // one type at a time (`recv::<T>`, `recv_matching`), so waiting for either of two
-    // types takes whatever comes first and looks at its type.
-    let report = loop {
-        let message = inbox.recv_message(Duration::from_secs(30))?;
-        match message.payload.downcast::<Report>() {
-            Ok(report) => break report,
-            Err(other) => match other.into_payload().downcast::<Down>() {
-                Ok(down) if down.monitor == watch => {
-                    return Err(format!("the coordinator ended first: {}", down.reason).into());
-                }
-                _ => {} // nothing else is expected
-            },
+    // The report, or the coordinator's `Down` if it failed first: one receive of
+    // either type (anything else would stay in the inbox).
+    let message = inbox.recv_message_where(Duration::from_secs(30), |m| {
+        m.payload.is::<Report>()
+            || m.payload
+                .downcast_ref::<Down>()
+                .is_some_and(|d| d.monitor == watch)
+    })?;
+    let report = match message.payload.downcast::<Report>() {
+        Ok(report) => report,
+        Err(other) => {
+            let down = other
+                .into_payload()
+                .downcast::<Down>()
+                .expect("a Report or a Down");
+            return Err(format!("the coordinator ended first: {}", down.reason).into());
         }
     };
     println!(

@@ -59,6 +59,30 @@ fn messages_are_received_by_type_by_pattern_or_oldest_and_the_rest_stay_in_order
 }
 
 #[test]
+fn a_receive_of_one_of_several_types_takes_the_oldest_of_them_and_leaves_the_rest() {
+    let s = scheduler();
+    let inbox = s.inbox().unwrap();
+    s.send(inbox.pid(), 1_u32).unwrap();
+    s.send(inbox.pid(), "text").unwrap();
+    s.send(inbox.pid(), 2_u64).unwrap();
+    s.send(inbox.pid(), 3_u32).unwrap();
+    let u64_or_str = |m: &wsched::Message| m.payload.is::<u64>() || m.payload.is::<&str>();
+    let first = inbox.recv_message_where(PATIENCE, u64_or_str).unwrap();
+    assert_eq!(first.payload.downcast::<&str>().unwrap(), "text");
+    let second = inbox.recv_message_where(PATIENCE, u64_or_str).unwrap();
+    assert_eq!(second.payload.downcast::<u64>().unwrap(), 2);
+    // Nothing of either type is left: the `u32`s stay, in order.
+    assert_eq!(
+        inbox
+            .recv_message_where(Duration::from_millis(1), u64_or_str)
+            .map(|m| m.from),
+        Err(InboxError::Timeout)
+    );
+    assert_eq!(inbox.recv::<u32>(PATIENCE).unwrap(), 1);
+    assert_eq!(inbox.recv::<u32>(PATIENCE).unwrap(), 3);
+}
+
+#[test]
 fn a_receive_waits_for_the_message_a_process_sends_later() {
     let s = scheduler();
     let inbox = s.inbox().unwrap();

@@ -276,6 +276,42 @@ impl Inbox {
             .unwrap_or_else(|_| unreachable!("matched as a `T`")))
     }
 
+    /// The oldest message `wanted` accepts, whatever its type (the others stay, in
+    /// order): a receive of one of several types, or of a message by its sender.
+    /// Waits up to `timeout`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use wsched::{Down, Scheduler};
+    ///
+    /// struct Report(u32);
+    ///
+    /// let scheduler = Scheduler::new()?;
+    /// let inbox = scheduler.inbox()?;
+    /// scheduler.send(inbox.pid(), "not this")?;
+    /// scheduler.send(inbox.pid(), Report(7))?;
+    /// // A `Report`, or the `Down` of a process the inbox watches: whichever comes first.
+    /// let message = inbox.recv_message_where(Duration::from_secs(20), |m| {
+    ///     m.payload.is::<Report>() || m.payload.is::<Down>()
+    /// })?;
+    /// match message.payload.downcast::<Report>() {
+    ///     Ok(Report(n)) => assert_eq!(n, 7),
+    ///     Err(other) => panic!("a Down: {:?}", other.into_payload().downcast::<Down>()),
+    /// }
+    /// assert_eq!(inbox.len(), 1, "the `&str` stays");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`recv_message`](Self::recv_message).
+    pub fn recv_message_where(
+        &self,
+        timeout: Duration,
+        wanted: impl FnMut(&Message) -> bool,
+    ) -> Result<Message, InboxError> {
+        self.take(timeout, wanted)
+    }
+
     /// The oldest message of type `T` already there, without waiting.
     pub fn try_recv<T: Any + Send>(&self) -> Option<T> {
         self.recv::<T>(Duration::ZERO).ok()
