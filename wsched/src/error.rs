@@ -783,6 +783,23 @@ pub enum YieldError {
     },
     /// The process is being cancelled; the pending suspension point gives up.
     Cancelled,
+    /// The handler did not complete within its timeout (an async handler's
+    /// `AsyncOptions::timeout`, with the `tokio` feature); its work was dropped.
+    TimedOut {
+        /// The command's type name.
+        command: &'static str,
+        /// The timeout that passed.
+        after: std::time::Duration,
+    },
+    /// The handler was already running as many commands as it may at once, and
+    /// refuses more rather than queue them (an async handler's `WhenFull::Fail`,
+    /// with the `tokio` feature).
+    Busy {
+        /// The command's type name.
+        command: &'static str,
+        /// How many it may run at once.
+        limit: usize,
+    },
     /// The completion held a value of another type than the command's output
     /// (only possible with hand-made completions, e.g. in the testing harness).
     WrongOutputType {
@@ -813,6 +830,17 @@ impl fmt::Display for YieldError {
                 write!(f, "command `{}` failed: {source}", Short(command))
             }
             Self::Cancelled => f.write_str("cancelled: the process is asked to stop"),
+            Self::TimedOut { command, after } => write!(
+                f,
+                "command `{}` timed out after {after:?}; its work was dropped",
+                Short(command)
+            ),
+            Self::Busy { command, limit } => write!(
+                f,
+                "command `{}` refused: its handler already runs {limit} at once (its \
+                 `max_in_flight`); retry later, or let it queue with `WhenFull::Queue`",
+                Short(command)
+            ),
             Self::WrongOutputType { expected, actual } => write!(
                 f,
                 "completion holds {}, not the command's output type `{}`",

@@ -170,6 +170,8 @@ mod entry_name;
 mod error;
 mod exit;
 mod fast_hash;
+#[cfg(feature = "tokio")]
+pub mod io;
 mod observe;
 mod payload;
 mod pid;

@@ -11,7 +11,9 @@ use crate::engine::process::Command;
 use crate::error::BoxError;
 use crate::payload::Payload;
 use crate::pid::Pid;
+use crate::services::in_flight::Work;
 use crate::tag::Tag;
+use std::sync::Arc;
 
 /// Completes one yielded command of type `C`, from any thread, now or later.
 ///
@@ -78,13 +80,27 @@ use crate::tag::Tag;
 /// ```
 pub struct Completer<C: Command> {
     raw: RawCompleter,
+    /// The yield's work in flight, for a blocking handler's completer: it tells
+    /// whether the process still wants the result (see [`is_wanted`](Self::is_wanted)).
+    work: Option<Arc<Work>>,
     _command: PhantomData<fn(C)>,
 }
 
 impl<C: Command> Completer<C> {
+    #[inline(always)]
     pub(crate) fn new(raw: RawCompleter) -> Self {
         Self {
             raw,
+            work: None,
+            _command: PhantomData,
+        }
+    }
+
+    /// The completer of a yield whose work is registered as in flight.
+    pub(crate) fn tracked(raw: RawCompleter, work: Arc<Work>) -> Self {
+        Self {
+            raw,
+            work: Some(work),
             _command: PhantomData,
         }
     }
@@ -129,6 +145,20 @@ impl<C: Command> Completer<C> {
     /// it is not; completing a finished process's yield is harmless anyway).
     pub fn is_process_alive(&self) -> bool {
         !self.raw.cell().is_done()
+    }
+
+    /// Whether the process still waits for this result. In a handler registered
+    /// with [`blocking_handler`](crate::Builder::blocking_handler), it turns false as
+    /// soon as the process withdraws the yield (a `recv!` timeout or a pattern arm
+    /// won, a cancelled `yield_cmd!` gave up) or ends, or the scheduler stops: a long
+    /// job checks it between pieces of work and gives up early. Elsewhere it is
+    /// [`is_process_alive`](Self::is_process_alive) (a handler on the worker
+    /// completes at once or hands the completer on, so nothing tracks its
+    /// withdrawal). A cheap check: one uncontended lock, or one load.
+    ///
+    /// Completing a yield nobody wants is harmless: the result is dropped.
+    pub fn is_wanted(&self) -> bool {
+        self.is_process_alive() && self.work.as_ref().is_none_or(|work| work.is_wanted())
     }
 }
 

@@ -4,7 +4,6 @@
 use std::any::TypeId;
 use std::collections::HashMap;
 
-use super::blocking::BlockingPool;
 use super::completer::Completer;
 use crate::command::Command;
 use crate::engine::cell::CellRef;
@@ -15,6 +14,7 @@ use crate::engine::worker::{self, Caller};
 use crate::error::{BuildError, YieldError};
 use crate::fast_hash::FastHash;
 use crate::payload::Payload;
+use crate::services::in_flight::Work;
 use std::sync::Arc;
 
 impl Shared {
@@ -29,15 +29,29 @@ impl Shared {
 /// completer for the yield tagged `Tag` of the process in the cell, and calls the
 /// handler: built in the generic closure, so that nothing type-erased is moved
 /// through memory on the way.
-type ErasedHandler = dyn Fn(&mut Payload, &CellRef, Tag) + Send + Sync;
+pub(crate) type ErasedHandler = dyn Fn(&mut Payload, &CellRef, Tag) + Send + Sync;
 
-/// Where a handler runs.
+/// A blocking handler, called on the pool with the command, the yield's completer
+/// and its work in flight (which tells the handler whether it is still wanted).
+type ErasedBlocking = dyn Fn(&mut Payload, RawCompleter, Arc<Work>) + Send + Sync;
+
+/// Where a handler runs, and how it is called there.
+#[derive(Clone)]
+enum Call {
+    /// On the worker, right after the step that yielded: for handlers that return at
+    /// once (complete now, or hand the completer to another thread; an async
+    /// handler spawns its future).
+    Worker(Arc<ErasedHandler>),
+    /// On the blocking pool: for handlers that block.
+    Blocking(Arc<ErasedBlocking>),
+}
+
+/// Where a handler registered with [`Registration::new`] runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Placement {
-    /// On the worker, right after the step that yielded: for handlers that return at
-    /// once (complete now, or hand the completer to another thread).
+    /// On the worker (see [`Call::Worker`]).
     Worker,
-    /// On the blocking pool: for handlers that block.
+    /// On the blocking pool.
     Blocking,
 }
 
@@ -47,9 +61,8 @@ pub(crate) struct Registration {
     command: &'static str,
     /// What gives `command`, a word to keep (see `timed`).
     command_name: fn() -> &'static str,
-    placement: Placement,
     builtin: bool,
-    call: Arc<ErasedHandler>,
+    call: Call,
 }
 
 impl Registration {
@@ -58,19 +71,38 @@ impl Registration {
         C: Command,
         F: Fn(C, Completer<C>) + Send + Sync + 'static,
     {
+        let call = match placement {
+            Placement::Worker => Call::Worker(Arc::new(
+                move |command: &mut Payload, cell: &CellRef, tag: Tag| {
+                    let command = take_command::<C>(command);
+                    let raw = RawCompleter::for_yield(cell, tag, std::any::type_name::<C>);
+                    handler(command, Completer::new(raw));
+                },
+            )),
+            Placement::Blocking => Call::Blocking(Arc::new(
+                move |command: &mut Payload, raw: RawCompleter, work: Arc<Work>| {
+                    let command = take_command::<C>(command);
+                    handler(command, Completer::tracked(raw, work));
+                },
+            )),
+        };
+        Self::with_call::<C>(call)
+    }
+
+    /// A handler that runs on the worker, given as the erased call itself (an async
+    /// handler, which spawns its future there: see `io/handler.rs`).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn on_worker<C: Command>(call: Arc<ErasedHandler>) -> Self {
+        Self::with_call::<C>(Call::Worker(call))
+    }
+
+    fn with_call<C: Command>(call: Call) -> Self {
         Self {
             type_id: TypeId::of::<C>(),
             command: std::any::type_name::<C>(),
             command_name: std::any::type_name::<C>,
-            placement,
             builtin: false,
-            call: Arc::new(move |command: &mut Payload, cell: &CellRef, tag: Tag| {
-                let command = command.take_in_place::<C>().unwrap_or_else(|| {
-                    unreachable!("handlers are looked up by the command's TypeId")
-                });
-                let raw = RawCompleter::for_yield(cell, tag, std::any::type_name::<C>);
-                handler(command, Completer::new(raw));
-            }),
+            call,
         }
     }
 
@@ -85,22 +117,33 @@ impl Registration {
     /// `observe/timing.rs`). A scheduler that does not time steps keeps the handler
     /// as it is: nothing is added to the dispatch of a yield.
     fn timed(mut self) -> Self {
-        if self.placement != Placement::Worker {
+        let Call::Worker(handler) = self.call.clone() else {
             return self;
-        }
-        let (handler, command) = (self.call.clone(), self.command_name);
-        self.call = Arc::new(move |payload: &mut Payload, cell: &CellRef, tag: Tag| {
-            let shared = cell.handle().shared();
-            match (shared.timing(), worker::caller(shared)) {
-                (Some(timing), Caller::Worker(index)) => {
-                    let ticks = timing.run_handler(index, command, || handler(payload, cell, tag));
-                    cell.add_busy(ticks);
+        };
+        let command = self.command_name;
+        self.call = Call::Worker(Arc::new(
+            move |payload: &mut Payload, cell: &CellRef, tag: Tag| {
+                let shared = cell.handle().shared();
+                match (shared.timing(), worker::caller(shared)) {
+                    (Some(timing), Caller::Worker(index)) => {
+                        let ticks =
+                            timing.run_handler(index, command, || handler(payload, cell, tag));
+                        cell.add_busy(ticks);
+                    }
+                    _ => handler(payload, cell, tag),
                 }
-                _ => handler(payload, cell, tag),
-            }
-        });
+            },
+        ));
         self
     }
+}
+
+/// Takes the command out of the payload the step wrote it in.
+#[inline(always)]
+pub(crate) fn take_command<C: Command>(payload: &mut Payload) -> C {
+    payload
+        .take_in_place::<C>()
+        .unwrap_or_else(|| unreachable!("handlers are looked up by the command's TypeId"))
 }
 
 type Table = HashMap<TypeId, Registration, FastHash>;
@@ -139,12 +182,7 @@ impl Handlers {
     /// Sends one yield to its handler. A command nobody handles completes at once
     /// with [`YieldError::NoHandler`].
     #[inline]
-    pub(crate) fn dispatch(
-        &self,
-        blocking: &std::sync::Arc<BlockingPool>,
-        cell: &CellRef,
-        y: &mut Yield,
-    ) {
+    pub(crate) fn dispatch(&self, shared: &Shared, cell: &CellRef, y: &mut Yield) {
         let tag = y.tag();
         let command = y.command_mut();
         let Some(registration) = self.table.get(&command.value_type_id()) else {
@@ -155,19 +193,28 @@ impl Handlers {
             raw.deliver(Err(YieldError::NoHandler { command: name }));
             return;
         };
-        match registration.placement {
-            Placement::Worker => {
-                catch_panics(|| (registration.call)(command, cell, tag));
+        match &registration.call {
+            Call::Worker(call) => {
+                catch_panics(|| call(command, cell, tag));
             }
-            Placement::Blocking => {
+            Call::Blocking(call) => {
                 let mut command = std::mem::replace(command, Payload::unit());
+                let name = command.type_name_fn();
                 // Armed until the job runs: a job the pool drops unrun (it shut
                 // down) completes the yield as dropped rather than never.
-                let raw = RawCompleter::for_yield(cell, tag, command.type_name_fn());
-                let call = registration.call.clone();
-                blocking.run(Box::new(move || {
-                    let (cell, tag) = raw.into_parts();
-                    catch_panics(|| call(&mut command, &cell, tag));
+                let raw = RawCompleter::for_yield(cell, tag, name);
+                // Registered before the job can run, so a withdrawal finds it.
+                let work = shared.in_flight().start(cell, tag, name, None);
+                let call = call.clone();
+                shared.blocking().run(Box::new(move || {
+                    if !work.is_wanted() {
+                        // Withdrawn (or its process ended) while it waited for a
+                        // thread: nobody wants it run.
+                        raw.release();
+                        crate::runtime::drop_quietly(command);
+                        return;
+                    }
+                    catch_panics(|| call(&mut command, raw, work));
                 }));
             }
         }

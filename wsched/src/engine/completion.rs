@@ -7,6 +7,7 @@ use std::cell::{Cell, RefCell};
 
 use crate::engine::cell::{CellRef, RefStock};
 use crate::engine::handle::Handle;
+use crate::engine::hooks::{Hooks, Layers};
 use crate::engine::process::{drop_quietly, Completion, Event};
 use crate::error::YieldError;
 use crate::payload::Payload;
@@ -206,6 +207,10 @@ impl RawCompleter {
             direct.stock().put_back(cell);
             return;
         }
+        let shared = cell.handle().shared();
+        if cell.has_work_out() {
+            <Layers as Hooks>::completing(shared, &cell, tag);
+        }
         let event = Event::Completion(Completion {
             tag,
             result: result(),
@@ -213,7 +218,7 @@ impl RawCompleter {
         // A finished process hands the event back: dropping it is the documented
         // "completion after the process ended is ignored". It holds the handler's
         // output, whose drop may panic on whatever thread completes.
-        if let Err(event) = cell.handle().shared().deliver(&cell, event) {
+        if let Err(event) = shared.deliver(&cell, event) {
             drop_quietly(event);
         }
     }
@@ -266,13 +271,6 @@ impl Drop for RawCompleter {
 }
 
 impl RawCompleter {
-    /// Takes the completer apart without completing the yield, giving back what it
-    /// was made of (the caller makes a new completer from them).
-    pub(crate) fn into_parts(self) -> (CellRef, Tag) {
-        let (cell, tag, _) = self.into_fields();
-        (cell, tag)
-    }
-
     /// A copy of the completer, to complete in the place of `self` (which is being
     /// dropped).
     fn take(&mut self) -> RawCompleter {

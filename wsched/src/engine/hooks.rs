@@ -20,7 +20,7 @@
 //! and the engine names none of it. Per process, the instruments keep their span in
 //! the process's cell as [`Instrument::ProcessSpan`].
 
-use crate::engine::cell::{CellRef, Owned};
+use crate::engine::cell::{CellRef, Owned, ProcessCell};
 use crate::engine::dead_letters::DeadLetterReason;
 use crate::engine::process::{Event, Status, Yield};
 use crate::engine::shared::Shared;
@@ -31,7 +31,6 @@ use crate::exit::ExitReason;
 use crate::payload::Payload;
 use crate::pid::Pid;
 use crate::tag::Tag;
-use crate::time::timer::TimerList;
 
 /// The layers above the engine, as the engine calls them: the one type that
 /// implements [`Hooks`] and [`Instrument`].
@@ -49,9 +48,15 @@ pub(crate) trait Hooks {
     /// registered for its command, on this worker.
     fn dispatch(shared: &Shared, task: &CellRef, yielded: &mut Yield);
 
-    /// Releases the timer of the yield `tag` in `timers` (a process's pending
-    /// timers): the process withdrew it.
-    fn withdraw_timer(shared: &Shared, timers: &TimerList, tag: Tag);
+    /// The process of `task` withdrew its yield `tag`: releases the yield's timer
+    /// and aborts its work in flight. Called only for a process that may have
+    /// either ([`may_have_pending`]).
+    fn withdraw(shared: &Shared, task: &CellRef, tag: Tag);
+
+    /// A completion of the yield `tag` of `cell`'s process, made away from its
+    /// worker, is about to be delivered: the work that made it is done. Called only
+    /// for a process that has had work in flight (`CellRef::has_work_out`).
+    fn completing(shared: &Shared, cell: &CellRef, tag: Tag);
 
     /// After each run of a process on a worker, and once more as the worker exits:
     /// settles what the run left to settle once it is over (replies dropped while it
@@ -70,8 +75,10 @@ pub(crate) trait Hooks {
     /// mailbox closed.
     fn watched(shared: &Shared) -> bool;
 
-    /// Releases the pending timers in `timers`: their process is ending.
-    fn release_timers(shared: &Shared, timers: &TimerList);
+    /// Releases the pending timers and aborts the work in flight of `cell`'s
+    /// process: it is ending. Called only for a process that may have either
+    /// ([`may_have_pending`]).
+    fn release_pending(shared: &Shared, cell: &ProcessCell);
 
     /// Frees what `pid` held in the layers above (its names), once its result is
     /// published.
@@ -218,6 +225,14 @@ pub(crate) trait Instrument {
     fn dead_letter(to: Pid, from: Option<Pid>, payload: &Payload, reason: DeadLetterReason) {
         let _ = (to, from, payload, reason);
     }
+}
+
+/// Whether `cell`'s process may have pending timers or work in flight: only then do
+/// a withdrawal and its end call into the layers (two relaxed loads of its own cell;
+/// processes that never sleep and never use a blocking or async handler skip them).
+#[inline(always)]
+pub(crate) fn may_have_pending(cell: &ProcessCell) -> bool {
+    cell.timers().may_have_pending() || cell.has_work_out()
 }
 
 impl Shared {

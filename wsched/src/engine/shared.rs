@@ -10,7 +10,7 @@ use crate::engine::counters::{CoarseClock, ProcessCounts, ProcessEvent, WorkerCo
 use crate::engine::dead_letters::{DeadLetterReason, DeadLetters};
 use crate::engine::handle::Handle;
 use crate::engine::held::{HeldMessages, MessageCount};
-use crate::engine::hooks::{Hooks, Instrument, Layers};
+use crate::engine::hooks::{self, Hooks, Instrument, Layers};
 use crate::engine::idle::Idle;
 use crate::engine::live::LiveCount;
 use crate::engine::process::{drop_quietly, init_process, Event, Message, SuspendPoint};
@@ -526,10 +526,10 @@ impl Shared {
         }
 
         // Release the process's pending timers now, not at their deadlines, and
-        // before its result is published; processes without pending timers skip
-        // the timer lock.
-        if owned.cell().timers().may_have_pending() {
-            <Layers as Hooks>::release_timers(self, owned.cell().timers());
+        // abort its work in flight, before its result is published; processes
+        // with neither skip the layers.
+        if hooks::may_have_pending(owned.cell()) {
+            <Layers as Hooks>::release_pending(self, owned.cell());
         }
         if watched {
             return Some(self.end_watched(owned, result));

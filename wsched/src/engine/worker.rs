@@ -43,7 +43,7 @@ use std::time::Duration;
 use crate::engine::cell::{Owned, RefStock};
 use crate::engine::completion::dispatch_direct;
 use crate::engine::handle::Handle;
-use crate::engine::hooks::{Hooks, Instrument, Layers};
+use crate::engine::hooks::{self, Hooks, Instrument, Layers};
 use crate::engine::idle::Unregister;
 use crate::engine::process::{drop_all_quietly, drop_quietly, panic_message};
 use crate::engine::process::{Event, Events, Status, StepOutput};
@@ -917,12 +917,12 @@ pub(crate) fn run_task(
         }
 
         // Withdrawn yields (a `recv!` timeout that a message beat, yields given up
-        // on cancel): cancel their timers now, not at their deadlines. After the
-        // dispatch, so a timer this very step armed is found; processes without
-        // pending timers skip the timer lock.
-        if task.timers().may_have_pending() {
+        // on cancel): cancel their timers now, not at their deadlines, and abort
+        // their work in flight. After the dispatch, so a timer or work this very
+        // step started is found; processes with neither skip the layers.
+        if hooks::may_have_pending(task) {
             for tag in out.drain_withdrawn() {
-                <Layers as Hooks>::withdraw_timer(shared, task.timers(), tag);
+                <Layers as Hooks>::withdraw(shared, task, tag);
             }
         }
 

@@ -129,6 +129,16 @@ pub struct Metrics {
     /// [`SendErrorKind::MailboxFull`](crate::SendErrorKind::MailboxFull) (the
     /// message handed back), and timed messages that became dead letters.
     pub rejected_messages: u64,
+    /// Handler work running away from the workers for yields (blocking handlers'
+    /// jobs, async handlers' futures) right now.
+    pub work_in_flight: usize,
+    /// Handler work given up because nobody waited for its result any more (the
+    /// yield withdrawn, the process ended, the scheduler stopped): async futures
+    /// dropped, blocking jobs skipped or left to finish unread.
+    pub aborted_work: u64,
+    /// One entry per async handler, in registration order (the `tokio` feature).
+    #[cfg(feature = "tokio")]
+    pub async_handlers: Vec<crate::io::AsyncHandlerMetrics>,
 }
 
 impl Metrics {

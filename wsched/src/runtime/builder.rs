@@ -19,6 +19,7 @@ use crate::error::BuildError;
 use crate::observe::instrument::Observers;
 use crate::observe::recorder::{RecordOptions, Recorder};
 use crate::observe::timing::{LongStepHook, Timing, TimingOptions};
+use crate::services::in_flight::InFlight;
 use crate::services::monitors::Monitors;
 use crate::services::names::Names;
 use crate::services::timers::Timers;
@@ -61,6 +62,11 @@ pub struct Builder {
     /// The timer service's clock (the system's unless a test says otherwise).
     #[cfg(test)]
     timer_clock: Option<Clock>,
+    /// The I/O runtime async handlers and sockets run on.
+    #[cfg(feature = "tokio")]
+    io: crate::io::runtime::IoConfig,
+    #[cfg(feature = "tokio")]
+    async_handlers: Vec<crate::io::handler::AsyncRegistration>,
 }
 
 impl Builder {
@@ -81,6 +87,10 @@ impl Builder {
             on_long_step: None,
             #[cfg(test)]
             timer_clock: None,
+            #[cfg(feature = "tokio")]
+            io: crate::io::runtime::IoConfig::new("wsched"),
+            #[cfg(feature = "tokio")]
+            async_handlers: Vec::new(),
         }
     }
 
@@ -158,6 +168,118 @@ impl Builder {
     {
         self.registrations
             .push(Registration::new(Placement::Blocking, handler));
+        self
+    }
+
+    /// Registers an async handler for command type `C` (the `tokio` feature): the
+    /// command is performed by the future `handler` returns, run on the I/O runtime
+    /// (see [`io_threads`](Self::io_threads), [`io_runtime`](Self::io_runtime)).
+    /// `Ok(output)` completes the yield; `Err(error)` fails it with
+    /// [`YieldError::Failed`](crate::YieldError::Failed), the error kept as its
+    /// source (an `std::io::Error` stays one, to downcast); a panic fails it with
+    /// [`YieldError::HandlerPanicked`](crate::YieldError::HandlerPanicked).
+    ///
+    /// The future is dropped as soon as nobody waits for its result: the process
+    /// withdrew the yield (a `recv!` timeout or a pattern arm won), ended for any
+    /// reason, or the scheduler shut down. Options and the yield's context:
+    /// [`async_handler_with`](Self::async_handler_with).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use wsched::prelude::*;
+    /// use wsched::Scheduler;
+    ///
+    /// struct Lookup(String);
+    /// impl Command for Lookup {
+    ///     type Output = usize;
+    /// }
+    ///
+    /// struct Client;
+    ///
+    /// #[process]
+    /// impl Client {
+    ///     #[entry]
+    ///     fn run(&mut self) -> Result<usize, BoxError> {
+    ///         Ok(yield_cmd!(Lookup("wsched".into()))?)
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder()
+    ///     .async_handler(|Lookup(name): Lookup| async move {
+    ///         tokio::time::sleep(Duration::from_millis(1)).await; // any tokio I/O
+    ///         Ok::<_, std::io::Error>(name.len())
+    ///     })
+    ///     .build()?;
+    /// let pid = scheduler.spawn(Client, Client::RUN, ())?;
+    /// assert_eq!(scheduler.wait(pid)?.downcast::<usize>()?, 6);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "tokio")]
+    pub fn async_handler<C, F, Fut, E>(self, handler: F) -> Self
+    where
+        C: Command,
+        F: Fn(C) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<C::Output, E>> + Send + 'static,
+        E: Into<crate::error::BoxError> + 'static,
+    {
+        self.async_handler_with(crate::io::AsyncOptions::new(), move |command: C, _| {
+            handler(command)
+        })
+    }
+
+    /// Registers an async handler for `C` with `options` (at most N futures at
+    /// once, queued or refused beyond; a timeout), whose closure also receives the
+    /// yield's [`IoContext`](crate::io::IoContext): the process, the tag, whether
+    /// the result is still wanted. Otherwise as
+    /// [`async_handler`](Self::async_handler).
+    ///
+    /// Registering two handlers of any kind for one command type makes
+    /// [`build`](Self::build) fail with [`BuildError::DuplicateHandler`].
+    #[cfg(feature = "tokio")]
+    pub fn async_handler_with<C, F, Fut, E>(
+        mut self,
+        options: crate::io::AsyncOptions,
+        handler: F,
+    ) -> Self
+    where
+        C: Command,
+        F: Fn(C, crate::io::IoContext) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<C::Output, E>> + Send + 'static,
+        E: Into<crate::error::BoxError> + 'static,
+    {
+        self.async_handlers
+            .push(crate::io::handler::AsyncRegistration::new(options, handler));
+        self
+    }
+
+    /// The number of threads of the I/O runtime the scheduler owns (the `tokio`
+    /// feature; default: two, or one on a single core). It is a tokio runtime sized
+    /// for I/O, not for computing: async handlers and sockets wait on it, processes
+    /// compute on the workers. Built with the first future, so a scheduler that
+    /// does no I/O starts no thread; shut down last at the scheduler's shutdown.
+    /// Ignored if [`io_runtime`](Self::io_runtime) gives the application's own.
+    #[cfg(feature = "tokio")]
+    pub fn io_threads(mut self, threads: usize) -> Self {
+        self.io.threads = threads.max(1);
+        self
+    }
+
+    /// Runs async handlers and sockets on the application's tokio runtime instead
+    /// of one the scheduler owns (the `tokio` feature). The scheduler spawns on it
+    /// and never shuts it down: at the scheduler's shutdown, the futures of its
+    /// processes are aborted and the runtime goes on.
+    #[cfg(feature = "tokio")]
+    pub fn io_runtime(mut self, runtime: tokio::runtime::Handle) -> Self {
+        self.io.borrowed = Some(runtime);
+        self
+    }
+
+    /// How long the shutdown of the owned I/O runtime waits for its threads to
+    /// stop, after every future of the scheduler was aborted (the `tokio` feature;
+    /// default one second).
+    #[cfg(feature = "tokio")]
+    pub fn io_shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.io.shutdown_timeout = timeout;
         self
     }
 
@@ -358,6 +480,17 @@ impl Builder {
         let timers = <Timers>::new(timer_name);
         let mut registrations = builtin_registrations(timers.clone());
         registrations.extend(self.registrations);
+        #[cfg(feature = "tokio")]
+        let io = {
+            let mut counts = Vec::new();
+            for handler in self.async_handlers {
+                counts.push((handler.command, handler.counts));
+                registrations.push(handler.registration);
+            }
+            let mut config = self.io;
+            config.thread_name = format!("{}-io", self.thread_name);
+            crate::io::IoRuntime::new(config, counts)
+        };
         let handlers = Handlers::new(registrations, self.step_timing)?;
         let (locals, stealers): (Vec<_>, Vec<_>) = (0..workers).map(|_| local::local()).unzip();
         let shared = Shared::new(SharedParts {
@@ -377,6 +510,9 @@ impl Builder {
                 names: Names::new(),
                 monitors: Monitors::new(),
                 timers,
+                in_flight: InFlight::new(),
+                #[cfg(feature = "tokio")]
+                io,
                 observers: Observers {
                     recorder: self.record.map(|o| Box::new(Recorder::new(workers, o))),
                     timing: self.step_timing.then(|| {

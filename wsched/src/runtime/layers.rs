@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::command::blocking::BlockingPool;
 use crate::command::handler::Handlers;
-use crate::engine::cell::CellRef;
+use crate::engine::cell::{CellRef, ProcessCell};
 use crate::engine::counters::process_totals;
 use crate::engine::hooks::{Hooks, Layers};
 use crate::engine::process::Yield;
@@ -15,11 +15,11 @@ use crate::exit::ExitReason;
 use crate::observe::instrument::Observers;
 use crate::observe::metrics::{Metrics, ProcessInfo};
 use crate::pid::Pid;
+use crate::services::in_flight::InFlight;
 use crate::services::monitors::Monitors;
 use crate::services::names::Names;
 use crate::services::timers::Timers;
 use crate::tag::Tag;
-use crate::time::timer::TimerList;
 
 /// The state of the layers above the engine, kept in [`Shared`].
 pub(crate) struct State {
@@ -29,7 +29,11 @@ pub(crate) struct State {
     /// Monitors and links.
     pub(crate) monitors: Monitors,
     pub(crate) timers: Arc<Timers>,
+    pub(crate) in_flight: InFlight,
     pub(crate) observers: Observers,
+    /// The tokio runtime that async handlers and sockets run on.
+    #[cfg(feature = "tokio")]
+    pub(crate) io: crate::io::IoRuntime,
 }
 
 /// `shared.part::<T>()` for each part.
@@ -50,7 +54,13 @@ parts! {
     names: Names,
     monitors: Monitors,
     timers: Arc<Timers>,
+    in_flight: InFlight,
     observers: Observers,
+}
+
+#[cfg(feature = "tokio")]
+parts! {
+    io: crate::io::IoRuntime,
 }
 
 impl Hooks for Layers {
@@ -58,12 +68,22 @@ impl Hooks for Layers {
 
     #[inline(always)]
     fn dispatch(shared: &Shared, task: &CellRef, yielded: &mut Yield) {
-        shared.handlers().dispatch(shared.blocking(), task, yielded);
+        shared.handlers().dispatch(shared, task, yielded);
     }
 
     #[inline]
-    fn withdraw_timer(shared: &Shared, timers: &TimerList, tag: Tag) {
-        shared.timers().cancel(timers, tag);
+    fn withdraw(shared: &Shared, task: &CellRef, tag: Tag) {
+        if task.timers().may_have_pending() {
+            shared.timers().cancel(task.timers(), tag);
+        }
+        if task.has_work_out() {
+            shared.in_flight().withdraw(task.pid(), tag);
+        }
+    }
+
+    #[inline]
+    fn completing(shared: &Shared, cell: &CellRef, tag: Tag) {
+        shared.in_flight().completed(cell.pid(), tag);
     }
 
     #[inline(always)]
@@ -82,8 +102,13 @@ impl Hooks for Layers {
     }
 
     #[inline]
-    fn release_timers(shared: &Shared, timers: &TimerList) {
-        shared.timers().cancel_process(timers);
+    fn release_pending(shared: &Shared, cell: &ProcessCell) {
+        if cell.timers().may_have_pending() {
+            shared.timers().cancel_process(cell.timers());
+        }
+        if cell.has_work_out() {
+            shared.in_flight().release(cell.pid());
+        }
     }
 
     #[inline(always)]
@@ -113,6 +138,9 @@ impl Hooks for Layers {
     fn release(shared: &Shared) {
         shared.timers().shutdown();
         shared.blocking().shutdown();
+        shared.in_flight().abort_all();
+        #[cfg(feature = "tokio")]
+        shared.io().shutdown();
     }
 }
 
@@ -142,6 +170,10 @@ impl Shared {
             dead_letters: self.dead_letters.count(),
             dropped_messages: self.overflows.dropped(),
             rejected_messages: self.overflows.rejected(),
+            work_in_flight: self.in_flight().len(),
+            aborted_work: self.in_flight().aborted(),
+            #[cfg(feature = "tokio")]
+            async_handlers: self.io().metrics(),
         }
     }
 

@@ -88,6 +88,10 @@ pub struct ShutdownReport {
     /// to [`RecordOptions::dump_on_timeout`](crate::RecordOptions::dump_on_timeout)'s
     /// path if one was given.
     pub recording: Option<Arc<Recording>>,
+    /// Handler work given up during the shutdown because its processes ended or
+    /// the scheduler stopped: async handlers' futures dropped, blocking jobs skipped
+    /// or left to finish unread.
+    pub aborted_work: u64,
 }
 
 impl Scheduler {
@@ -381,6 +385,7 @@ impl Scheduler {
         let ended = |m: &Metrics| m.finished + m.failed;
         let finished = ended(&metrics_after) - ended(&metrics_before);
         let new = ShutdownReport {
+            aborted_work: metrics_after.aborted_work - metrics_before.aborted_work,
             finished: usize::try_from(finished).unwrap_or(usize::MAX),
             stopped,
             elapsed: clock::since(started),

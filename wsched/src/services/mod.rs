@@ -12,10 +12,12 @@
 //! | `calls.rs` | request/reply calls: `Request`, `Reply`, `CallError`, the blocking `Handle::call`, the built-in `Call` command and its timer |
 //! | `timed.rs` | timed messages: `send_after`, `send_interval`, their [`TimerRef`](crate::TimerRef) |
 //! | `timers.rs` | what the scheduler's timers carry: sleeps' completers, timed messages, calls' timeouts |
+//! | `in_flight.rs` | work in flight for yields (blocking jobs, async futures), so that a withdrawal, an end or a shutdown reaches it |
 //! | `inbox.rs` | inboxes: a mailbox with a PID for a thread outside the scheduler |
 
 pub(crate) mod calls;
 pub(crate) mod context;
+pub(crate) mod in_flight;
 pub(crate) mod inbox;
 pub(crate) mod links;
 pub(crate) mod monitors;

@@ -116,7 +116,9 @@ pub(crate) fn arm(
 fn message_of(timer: Timer) -> Box<TimedMessage> {
     match timer {
         Timer::Message(message) => message,
-        Timer::Wake(_) | Timer::Call(_) => unreachable!("the timer armed is given back"),
+        Timer::Wake(_) | Timer::Call(_) | Timer::Deadline(..) => {
+            unreachable!("the timer armed is given back")
+        }
     }
 }
 

@@ -4,12 +4,15 @@
 use crate::engine::cell::CellRef;
 use crate::engine::completion::RawCompleter;
 use crate::engine::shared::Shared;
+use crate::error::YieldError;
 use crate::payload::Payload;
 use crate::services::calls::CallTimer;
+use crate::services::in_flight::{Claim, Work};
 use crate::services::timed::TimedMessage;
 use crate::tag::Tag;
 use crate::time::timer::{TimerItem, TimerList};
 use std::sync::Arc;
+use std::time::Duration;
 
 impl Shared {
     /// The scheduler's timer service.
@@ -32,6 +35,11 @@ pub(crate) enum Timer {
     /// A process's call (see `calls.rs`): firing times the call out;
     /// released, it closes the call. Boxed as a message is.
     Call(Box<CallTimer>),
+    /// The deadline of a yield's work in flight (an async handler's timeout, set to
+    /// the duration it carries): firing fails the yield as timed out and aborts the
+    /// work, unless the work ended first. Released (the yield withdrawn, the
+    /// process ended, the work done), it does nothing.
+    Deadline(Arc<Work>, Duration),
 }
 
 impl TimerItem for Timer {
@@ -42,6 +50,7 @@ impl TimerItem for Timer {
             Self::Wake(completer) => completer.cell().timers(),
             Self::Message(message) => message.timers(),
             Self::Call(call) => call.cell().timers(),
+            Self::Deadline(work, _) => work.cell().timers(),
         }
     }
 
@@ -51,6 +60,7 @@ impl TimerItem for Timer {
             // Found by its own list, never by tag.
             Self::Message(_) => Tag(0),
             Self::Call(call) => call.tag(),
+            Self::Deadline(work, _) => work.tag(),
         }
     }
 
@@ -62,6 +72,15 @@ impl TimerItem for Timer {
                 // message's target is found by PID, not through a cell at hand.
                 Self::Message(message) => message.fire(),
                 Self::Call(call) => call.fire(),
+                Self::Deadline(work, after) => {
+                    if work.claim(Claim::Deadline) {
+                        let cell = work.cell();
+                        cell.handle().shared().in_flight().remove(&work);
+                        let command = work.command_name();
+                        RawCompleter::new(cell.clone(), work.tag(), || "")
+                            .deliver_deferred(Err(YieldError::TimedOut { command, after }), woken);
+                    }
+                }
             }
         }
         if let Some(first) = woken.first() {
@@ -75,6 +94,7 @@ impl TimerItem for Timer {
             Self::Wake(completer) => completer.release(),
             Self::Message(message) => message.release(),
             Self::Call(call) => call.release(),
+            Self::Deadline(..) => {}
         }
     }
 }

@@ -178,8 +178,13 @@ const LINK_PARENT: u64 = 1 << 61;
 /// stops in order when the scheduler shuts down (see `Shared::cancel_all`). Set
 /// before the cell is shared, never changed.
 const SUPERVISED: u64 = 1 << 60;
+/// In [`Header::steps`]: work for one of the process's yields was registered as in
+/// flight (a blocking or async handler's; see `services/in_flight.rs`), so
+/// withdrawing a yield, ending the process and delivering a completion to it look
+/// for that work. Sticky: set by the worker dispatching the yield, never cleared.
+const WORK_OUT: u64 = 1 << 59;
 /// The step count's bits in [`Header::steps`].
-const STEP_COUNT: u64 = SUPERVISED - 1;
+const STEP_COUNT: u64 = WORK_OUT - 1;
 
 impl<B: ?Sized> Drop for ProcessCell<B> {
     /// A cell dropped with a live body is one whose process never ran to its end: it
@@ -839,6 +844,22 @@ impl Header {
     /// Whether the process is a supervisor's child (see `NewProcess::supervised`).
     pub(crate) fn is_supervised(&self) -> bool {
         self.steps.load(Ordering::Relaxed) & SUPERVISED != 0
+    }
+
+    /// Whether work for one of its yields was ever registered as in flight (see
+    /// `services/in_flight.rs`).
+    #[inline(always)]
+    pub(crate) fn has_work_out(&self) -> bool {
+        self.steps.load(Ordering::Relaxed) & WORK_OUT != 0
+    }
+
+    /// Notes that work for one of its yields is registered as in flight. Only on the
+    /// thread that owns the process (the worker dispatching its yields), as every
+    /// write of `steps`, and before the work can be withdrawn or complete.
+    pub(crate) fn set_work_out(&self) {
+        if !self.has_work_out() {
+            self.steps.fetch_or(WORK_OUT, Ordering::Relaxed);
+        }
     }
 
     /// The process's pending timers.
