@@ -226,6 +226,7 @@ struct WorkState {
 }
 
 /// How to stop the work, once it is running somewhere.
+#[cfg_attr(not(feature = "tokio"), allow(dead_code))]
 enum Abort {
     /// Not given yet (the future is not spawned yet).
     NotSet,
@@ -296,6 +297,7 @@ impl Work {
 
     /// Gives the work the way to stop it. If it was already aborted, `abort` runs
     /// now; if it already ended with its result, `abort` is dropped.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn set_abort(&self, abort: Box<dyn FnOnce() + Send>) {
         let mut state = self.state.lock();
         match state.abort {
@@ -318,6 +320,7 @@ impl Work {
 /// What happened to the work of one handler, counted as it happens (the metrics of
 /// an async handler: see `io/handler.rs`). Statistics: plain std atomics.
 #[derive(Debug, Default)]
+#[cfg_attr(not(feature = "tokio"), allow(dead_code))]
 pub(crate) struct WorkCounts {
     /// Running now.
     pub(crate) in_flight: StatCounter,
@@ -329,6 +332,7 @@ pub(crate) struct WorkCounts {
     pub(crate) aborted: StatCounter,
 }
 
+#[cfg_attr(not(feature = "tokio"), allow(dead_code))]
 impl WorkCounts {
     pub(crate) fn count(&self, counter: &StatCounter) {
         counter.fetch_add(1, StatOrdering::Relaxed);
