@@ -39,6 +39,7 @@ pub(crate) enum Timer {
     /// the duration it carries): firing fails the yield as timed out and aborts the
     /// work, unless the work ended first. Released (the yield withdrawn, the
     /// process ended, the work done), it does nothing.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     Deadline(Arc<Work>, Duration),
 }
 
