@@ -851,6 +851,24 @@ impl fmt::Display for YieldError {
     }
 }
 
+impl YieldError {
+    /// The handler's own error, for [`Failed`](Self::Failed): what it gave the
+    /// completer's `fail`, or what an async handler's future returned as `Err`.
+    pub fn failure(&self) -> Option<&(dyn Error + Send + Sync + 'static)> {
+        match self {
+            Self::Failed { source, .. } => Some(&**source),
+            _ => None,
+        }
+    }
+
+    /// The handler's error, if it is an [`std::io::Error`] (an async handler's
+    /// socket or file error), to look at its
+    /// [`kind`](std::io::Error::kind).
+    pub fn io_error(&self) -> Option<&std::io::Error> {
+        self.failure()?.downcast_ref()
+    }
+}
+
 impl Error for YieldError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {

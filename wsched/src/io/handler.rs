@@ -28,6 +28,7 @@ use std::any::type_name;
 use std::fmt;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -316,13 +317,15 @@ struct Pending {
 }
 
 impl Pending {
-    /// Delivers `result` if the work is still unclaimed; returns whether it did.
-    fn answer(mut self, result: Result<Payload, YieldError>) -> bool {
+    /// Delivers `result` if the work is still unclaimed, counting it in `counter`
+    /// first (so the count is there when the process sees the result).
+    fn answer(mut self, result: Result<Payload, YieldError>, counter: &AtomicU64) {
         let raw = self.raw.take().expect("answered once");
         if !self.work.claim(Claim::Result) {
             raw.release();
-            return false;
+            return;
         }
+        self.counts.count(counter);
         if self.deadline {
             // Before the completion, which lets the process reuse the tag.
             let cell = raw.cell();
@@ -332,7 +335,6 @@ impl Pending {
                 .cancel(cell.timers(), raw.tag());
         }
         raw.deliver(result);
-        true
     }
 }
 
@@ -354,11 +356,11 @@ impl Drop for Pending {
 /// Counts a future as running (or queued) for as long as it is.
 struct Counted<'a> {
     counts: &'a WorkCounts,
-    counter: &'a std::sync::atomic::AtomicU64,
+    counter: &'a AtomicU64,
 }
 
 impl<'a> Counted<'a> {
-    fn new(counts: &'a WorkCounts, counter: &'a std::sync::atomic::AtomicU64) -> Self {
+    fn new(counts: &'a WorkCounts, counter: &'a AtomicU64) -> Self {
         counts.count(counter);
         Self { counts, counter }
     }
@@ -417,7 +419,5 @@ where
             &counts.failed,
         ),
     };
-    if pending.answer(result) {
-        counts.count(counter);
-    }
+    pending.answer(result, counter);
 }

@@ -21,6 +21,8 @@ mod loom_destinations;
 #[cfg(loom)]
 mod loom_idle;
 #[cfg(loom)]
+mod loom_in_flight;
+#[cfg(loom)]
 mod loom_lifo;
 #[cfg(loom)]
 mod loom_links;
