@@ -193,7 +193,7 @@ fn holding_scheduler(drops: Arc<AtomicUsize>) -> Scheduler {
                 let mut stream = tokio::net::TcpStream::connect(addr).await?;
                 let mut byte = [0u8; 1];
                 // The server never writes: pending until the future is dropped.
-                stream.read(&mut byte).await?;
+                let _read = stream.read(&mut byte).await?;
                 Ok::<_, std::io::Error>(())
             }
         })
