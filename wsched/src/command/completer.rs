@@ -11,9 +11,7 @@ use crate::engine::process::Command;
 use crate::error::BoxError;
 use crate::payload::Payload;
 use crate::pid::Pid;
-use crate::services::in_flight::Work;
 use crate::tag::Tag;
-use std::sync::Arc;
 
 /// Completes one yielded command of type `C`, from any thread, now or later.
 ///
@@ -80,9 +78,6 @@ use std::sync::Arc;
 /// ```
 pub struct Completer<C: Command> {
     raw: RawCompleter,
-    /// The yield's work in flight, for a blocking handler's completer: it tells
-    /// whether the process still wants the result (see [`is_wanted`](Self::is_wanted)).
-    work: Option<Arc<Work>>,
     _command: PhantomData<fn(C)>,
 }
 
@@ -91,16 +86,6 @@ impl<C: Command> Completer<C> {
     pub(crate) fn new(raw: RawCompleter) -> Self {
         Self {
             raw,
-            work: None,
-            _command: PhantomData,
-        }
-    }
-
-    /// The completer of a yield whose work is registered as in flight.
-    pub(crate) fn tracked(raw: RawCompleter, work: Arc<Work>) -> Self {
-        Self {
-            raw,
-            work: Some(work),
             _command: PhantomData,
         }
     }
@@ -154,11 +139,19 @@ impl<C: Command> Completer<C> {
     /// job checks it between pieces of work and gives up early. Elsewhere it is
     /// [`is_process_alive`](Self::is_process_alive) (a handler on the worker
     /// completes at once or hands the completer on, so nothing tracks its
-    /// withdrawal). A cheap check: one uncontended lock, or one load.
+    /// withdrawal). A cheap check: a load or two, and one uncontended lock for a
+    /// process that has had such work.
     ///
     /// Completing a yield nobody wants is harmless: the result is dropped.
     pub fn is_wanted(&self) -> bool {
-        self.is_process_alive() && self.work.as_ref().is_none_or(|work| work.is_wanted())
+        let cell = self.raw.cell();
+        self.is_process_alive()
+            && (!cell.has_work_out()
+                || cell
+                    .handle()
+                    .shared()
+                    .in_flight()
+                    .is_wanted(cell.pid(), self.raw.tag()))
     }
 }
 

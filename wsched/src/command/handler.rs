@@ -14,7 +14,6 @@ use crate::engine::worker::{self, Caller};
 use crate::error::{BuildError, YieldError};
 use crate::fast_hash::FastHash;
 use crate::payload::Payload;
-use crate::services::in_flight::Work;
 use std::sync::Arc;
 
 impl Shared {
@@ -31,27 +30,14 @@ impl Shared {
 /// through memory on the way.
 pub(crate) type ErasedHandler = dyn Fn(&mut Payload, &CellRef, Tag) + Send + Sync;
 
-/// A blocking handler, called on the pool with the command, the yield's completer
-/// and its work in flight (which tells the handler whether it is still wanted).
-type ErasedBlocking = dyn Fn(&mut Payload, RawCompleter, Arc<Work>) + Send + Sync;
-
-/// Where a handler runs, and how it is called there.
-#[derive(Clone)]
-enum Call {
+/// Where a handler runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Placement {
     /// On the worker, right after the step that yielded: for handlers that return at
     /// once (complete now, or hand the completer to another thread; an async
     /// handler spawns its future).
-    Worker(Arc<ErasedHandler>),
-    /// On the blocking pool: for handlers that block.
-    Blocking(Arc<ErasedBlocking>),
-}
-
-/// Where a handler registered with [`Registration::new`] runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Placement {
-    /// On the worker (see [`Call::Worker`]).
     Worker,
-    /// On the blocking pool.
+    /// On the blocking pool: for handlers that block.
     Blocking,
 }
 
@@ -61,8 +47,9 @@ pub(crate) struct Registration {
     command: &'static str,
     /// What gives `command`, a word to keep (see `timed`).
     command_name: fn() -> &'static str,
+    placement: Placement,
     builtin: bool,
-    call: Call,
+    call: Arc<ErasedHandler>,
 }
 
 impl Registration {
@@ -71,36 +58,27 @@ impl Registration {
         C: Command,
         F: Fn(C, Completer<C>) + Send + Sync + 'static,
     {
-        let call = match placement {
-            Placement::Worker => Call::Worker(Arc::new(
-                move |command: &mut Payload, cell: &CellRef, tag: Tag| {
-                    let command = take_command::<C>(command);
-                    let raw = RawCompleter::for_yield(cell, tag, std::any::type_name::<C>);
-                    handler(command, Completer::new(raw));
-                },
-            )),
-            Placement::Blocking => Call::Blocking(Arc::new(
-                move |command: &mut Payload, raw: RawCompleter, work: Arc<Work>| {
-                    let command = take_command::<C>(command);
-                    handler(command, Completer::tracked(raw, work));
-                },
-            )),
+        let call = move |command: &mut Payload, cell: &CellRef, tag: Tag| {
+            let command = take_command::<C>(command);
+            let raw = RawCompleter::for_yield(cell, tag, std::any::type_name::<C>);
+            handler(command, Completer::new(raw));
         };
-        Self::with_call::<C>(call)
+        Self::with_call::<C>(placement, Arc::new(call))
     }
 
     /// A handler that runs on the worker, given as the erased call itself (an async
     /// handler, which spawns its future there: see `io/handler.rs`).
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn on_worker<C: Command>(call: Arc<ErasedHandler>) -> Self {
-        Self::with_call::<C>(Call::Worker(call))
+        Self::with_call::<C>(Placement::Worker, call)
     }
 
-    fn with_call<C: Command>(call: Call) -> Self {
+    fn with_call<C: Command>(placement: Placement, call: Arc<ErasedHandler>) -> Self {
         Self {
             type_id: TypeId::of::<C>(),
             command: std::any::type_name::<C>(),
             command_name: std::any::type_name::<C>,
+            placement,
             builtin: false,
             call,
         }
@@ -117,23 +95,20 @@ impl Registration {
     /// `observe/timing.rs`). A scheduler that does not time steps keeps the handler
     /// as it is: nothing is added to the dispatch of a yield.
     fn timed(mut self) -> Self {
-        let Call::Worker(handler) = self.call.clone() else {
+        if self.placement != Placement::Worker {
             return self;
-        };
-        let command = self.command_name;
-        self.call = Call::Worker(Arc::new(
-            move |payload: &mut Payload, cell: &CellRef, tag: Tag| {
-                let shared = cell.handle().shared();
-                match (shared.timing(), worker::caller(shared)) {
-                    (Some(timing), Caller::Worker(index)) => {
-                        let ticks =
-                            timing.run_handler(index, command, || handler(payload, cell, tag));
-                        cell.add_busy(ticks);
-                    }
-                    _ => handler(payload, cell, tag),
+        }
+        let (handler, command) = (self.call.clone(), self.command_name);
+        self.call = Arc::new(move |payload: &mut Payload, cell: &CellRef, tag: Tag| {
+            let shared = cell.handle().shared();
+            match (shared.timing(), worker::caller(shared)) {
+                (Some(timing), Caller::Worker(index)) => {
+                    let ticks = timing.run_handler(index, command, || handler(payload, cell, tag));
+                    cell.add_busy(ticks);
                 }
-            },
-        ));
+                _ => handler(payload, cell, tag),
+            }
+        });
         self
     }
 }
@@ -193,11 +168,11 @@ impl Handlers {
             raw.deliver(Err(YieldError::NoHandler { command: name }));
             return;
         };
-        match &registration.call {
-            Call::Worker(call) => {
-                catch_panics(|| call(command, cell, tag));
+        match registration.placement {
+            Placement::Worker => {
+                catch_panics(|| (registration.call)(command, cell, tag));
             }
-            Call::Blocking(call) => {
+            Placement::Blocking => {
                 let mut command = std::mem::replace(command, Payload::unit());
                 let name = command.type_name_fn();
                 // Armed until the job runs: a job the pool drops unrun (it shut
@@ -205,16 +180,19 @@ impl Handlers {
                 let raw = RawCompleter::for_yield(cell, tag, name);
                 // Registered before the job can run, so a withdrawal finds it.
                 let work = shared.in_flight().start(cell, tag, name, None);
-                let call = call.clone();
+                let call = registration.call.clone();
                 shared.blocking().run(Box::new(move || {
                     if !work.is_wanted() {
                         // Withdrawn (or its process ended) while it waited for a
                         // thread: nobody wants it run.
+                        raw.cell().handle().shared().in_flight().remove(&work);
                         raw.release();
                         crate::runtime::drop_quietly(command);
                         return;
                     }
-                    catch_panics(|| call(&mut command, raw, work));
+                    drop(work);
+                    let (cell, tag) = raw.into_parts();
+                    catch_panics(|| call(&mut command, &cell, tag));
                 }));
             }
         }

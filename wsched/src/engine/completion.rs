@@ -207,9 +207,8 @@ impl RawCompleter {
             direct.stock().put_back(cell);
             return;
         }
-        let shared = cell.handle().shared();
         if cell.has_work_out() {
-            <Layers as Hooks>::completing(shared, &cell, tag);
+            completing(&cell, tag);
         }
         let event = Event::Completion(Completion {
             tag,
@@ -218,7 +217,7 @@ impl RawCompleter {
         // A finished process hands the event back: dropping it is the documented
         // "completion after the process ended is ignored". It holds the handler's
         // output, whose drop may panic on whatever thread completes.
-        if let Err(event) = shared.deliver(&cell, event) {
+        if let Err(event) = cell.handle().shared().deliver(&cell, event) {
             drop_quietly(event);
         }
     }
@@ -247,6 +246,15 @@ impl RawCompleter {
     }
 }
 
+/// Tells the layers that the completion of the yield `tag` of `cell`'s process,
+/// which has had work in flight, is being delivered. Out of line: most processes
+/// never get here, and the path of every completion stays short.
+#[cold]
+#[inline(never)]
+fn completing(cell: &CellRef, tag: Tag) {
+    <Layers as Hooks>::completing(cell.handle().shared(), cell, tag);
+}
+
 /// A completer dropped without completing its yield completes it as dropped (or,
 /// while its handler unwinds, is parked for `catch_panics` to complete with the
 /// panic's message). The consuming methods take it apart instead.
@@ -271,6 +279,13 @@ impl Drop for RawCompleter {
 }
 
 impl RawCompleter {
+    /// Takes the completer apart without completing the yield, giving back what it
+    /// was made of (the caller makes a new completer from them).
+    pub(crate) fn into_parts(self) -> (CellRef, Tag) {
+        let (cell, tag, _) = self.into_fields();
+        (cell, tag)
+    }
+
     /// A copy of the completer, to complete in the place of `self` (which is being
     /// dropped).
     fn take(&mut self) -> RawCompleter {

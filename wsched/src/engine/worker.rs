@@ -920,7 +920,7 @@ pub(crate) fn run_task(
         // on cancel): cancel their timers now, not at their deadlines, and abort
         // their work in flight. After the dispatch, so a timer or work this very
         // step started is found; processes with neither skip the layers.
-        if hooks::may_have_pending(task) {
+        if !out.withdrawn().is_empty() && hooks::may_have_pending(task) {
             for tag in out.drain_withdrawn() {
                 <Layers as Hooks>::withdraw(shared, task, tag);
             }

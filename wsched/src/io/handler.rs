@@ -322,6 +322,7 @@ impl Pending {
     fn answer(mut self, result: Result<Payload, YieldError>, counter: &AtomicU64) {
         let raw = self.raw.take().expect("answered once");
         if !self.work.claim(Claim::Result) {
+            raw.cell().handle().shared().in_flight().remove(&self.work);
             raw.release();
             return;
         }
@@ -348,6 +349,8 @@ impl Drop for Pending {
                 command: self.work.command_name(),
             }));
         } else {
+            // Aborted: let go of the work, which the withdrawal left in the table.
+            raw.cell().handle().shared().in_flight().remove(&self.work);
             raw.release();
         }
     }

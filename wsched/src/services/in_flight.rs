@@ -29,7 +29,8 @@
 //! first time work is registered for it), so processes that never use such a
 //! handler never look here: not when they withdraw a yield, not when they end, not
 //! when a completion reaches them. An entry leaves the table when its completion is
-//! delivered, when it is withdrawn, and when its process ends.
+//! delivered, when whoever ran it lets go of it after an abort, and when its process
+//! ends.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64 as StatCounter, Ordering as StatOrdering};
@@ -109,26 +110,28 @@ impl InFlight {
 
     /// The yield `tag` of `pid` was withdrawn: its work is aborted. Returns how many
     /// pieces were (more than one only if the process reused a tag).
+    ///
+    /// The work stays in the table, claimed, until whoever runs it lets go (the
+    /// aborted future is dropped, the skipped or finished blocking job delivers or
+    /// releases its completer) or the process ends, so that
+    /// [`is_wanted`](Self::is_wanted) can tell a blocking handler it is not wanted.
     pub(crate) fn withdraw(&self, pid: Pid, tag: Tag) -> usize {
-        let withdrawn: Vec<Arc<Work>> = {
-            let mut shard = self.shard(pid).lock();
-            let Some(list) = shard.get_mut(&pid) else {
-                return 0;
-            };
-            let mut taken = Vec::new();
-            list.retain(|work| {
-                let keep = work.tag != tag;
-                if !keep {
-                    taken.push(work.clone());
-                }
-                keep
-            });
-            if list.is_empty() {
-                shard.remove(&pid);
-            }
-            taken
+        let withdrawn: Vec<Arc<Work>> = match self.shard(pid).lock().get(&pid) {
+            Some(list) => list.iter().filter(|w| w.tag == tag).cloned().collect(),
+            None => return 0,
         };
         self.abort_each(withdrawn)
+    }
+
+    /// Whether the process `pid` still waits for the work of its yield `tag`: true
+    /// unless that work is registered and was claimed (withdrawn, timed out); work
+    /// that was never registered is not this table's to judge.
+    pub(crate) fn is_wanted(&self, pid: Pid, tag: Tag) -> bool {
+        let shard = self.shard(pid).lock();
+        shard
+            .get(&pid)
+            .and_then(|list| list.iter().find(|w| w.tag == tag))
+            .is_none_or(|work| work.is_wanted())
     }
 
     /// `pid` ended: all its work is aborted. Returns how many pieces were.
@@ -382,6 +385,15 @@ mod tests {
         assert_eq!(aborts.load(Ordering::SeqCst), 1);
         assert!(!one.is_wanted());
         assert!(two.is_wanted());
+        assert!(!table.is_wanted(cell.pid(), Tag(1)));
+        assert!(table.is_wanted(cell.pid(), Tag(2)));
+        assert!(
+            table.is_wanted(cell.pid(), Tag(3)),
+            "not registered: not judged"
+        );
+        // Withdrawn, it stays until its runner lets go.
+        assert_eq!(table.len(), 2);
+        table.remove(&one);
         assert_eq!(table.len(), 1);
         assert_eq!(table.withdraw(cell.pid(), Tag(1)), 0);
         assert_eq!(table.release(cell.pid()), 1);
