@@ -88,7 +88,7 @@
 //! assert_eq!(t.result::<usize>(), 1);
 //! ```
 
-// May use: `runtime`, `command`, `services`, `observe`, `engine`, `time`, the crate root.
+// May use: `runtime`, `io`, `command`, `services`, `observe`, `engine`, `time`, the crate root.
 
 use std::any::{Any, TypeId};
 use std::collections::{HashMap, HashSet};

@@ -153,39 +153,18 @@ impl fmt::Debug for IoContext {
     }
 }
 
-/// What one async handler has done, in [`Metrics::async_handlers`](crate::Metrics).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct AsyncHandlerMetrics {
-    /// The command's type name.
-    pub command: &'static str,
-    /// Futures running now.
-    pub in_flight: u64,
-    /// Yields waiting for a place ([`WhenFull::Queue`]).
-    pub queued: u64,
-    /// Futures that ended with the command's output, delivered.
-    pub completed: u64,
-    /// Yields that failed: the future's error, its panic, or a full handler
-    /// ([`WhenFull::Fail`]).
-    pub failed: u64,
-    /// Yields whose timeout passed first.
-    pub timed_out: u64,
-    /// Futures dropped because nobody waited any more: the yield withdrawn, the
-    /// process ended, the scheduler shut down.
-    pub aborted: u64,
-}
+pub use crate::observe::metrics::AsyncHandlerMetrics;
 
-impl AsyncHandlerMetrics {
-    pub(crate) fn read(command: &'static str, counts: &WorkCounts) -> Self {
-        Self {
-            command,
-            in_flight: WorkCounts::read(&counts.in_flight),
-            queued: WorkCounts::read(&counts.queued),
-            completed: WorkCounts::read(&counts.completed),
-            failed: WorkCounts::read(&counts.failed),
-            timed_out: WorkCounts::read(&counts.timed_out),
-            aborted: WorkCounts::read(&counts.aborted),
-        }
+/// What one async handler's counts say now.
+pub(crate) fn read_metrics(command: &'static str, counts: &WorkCounts) -> AsyncHandlerMetrics {
+    AsyncHandlerMetrics {
+        command,
+        in_flight: WorkCounts::read(&counts.in_flight),
+        queued: WorkCounts::read(&counts.queued),
+        completed: WorkCounts::read(&counts.completed),
+        failed: WorkCounts::read(&counts.failed),
+        timed_out: WorkCounts::read(&counts.timed_out),
+        aborted: WorkCounts::read(&counts.aborted),
     }
 }
 

@@ -130,7 +130,7 @@ impl IoRuntime {
     pub(crate) fn metrics(&self) -> Vec<super::AsyncHandlerMetrics> {
         self.handlers
             .iter()
-            .map(|(command, counts)| super::AsyncHandlerMetrics::read(command, counts))
+            .map(|(command, counts)| super::handler::read_metrics(command, counts))
             .collect()
     }
 }

@@ -10,7 +10,7 @@
 //! | `macros.rs` | the exported `yield_cmd!` / `yield_all!` / `recv!` / `call!` |
 //! | `prelude.rs` | `wsched::prelude` |
 //!
-//! May use: `testing`, `supervisor`, `runtime`, `command`, `services`, `observe`, `engine`, `time`, the crate root.
+//! May use: `testing`, `supervisor`, `runtime`, `io`, `command`, `services`, `observe`, `engine`, `time`, the crate root.
 
 use std::any::Any;
 use std::fmt;

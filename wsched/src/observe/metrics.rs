@@ -138,7 +138,30 @@ pub struct Metrics {
     pub aborted_work: u64,
     /// One entry per async handler, in registration order (the `tokio` feature).
     #[cfg(feature = "tokio")]
-    pub async_handlers: Vec<crate::io::AsyncHandlerMetrics>,
+    pub async_handlers: Vec<AsyncHandlerMetrics>,
+}
+
+/// What one async handler has done, in [`Metrics::async_handlers`](crate::Metrics).
+#[cfg(feature = "tokio")]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AsyncHandlerMetrics {
+    /// The command's type name.
+    pub command: &'static str,
+    /// Futures running now.
+    pub in_flight: u64,
+    /// Yields waiting for a place (`WhenFull::Queue`).
+    pub queued: u64,
+    /// Futures that ended with the command's output, delivered.
+    pub completed: u64,
+    /// Yields that failed: the future's error, its panic, or a full handler
+    /// (`WhenFull::Fail`).
+    pub failed: u64,
+    /// Yields whose timeout passed first.
+    pub timed_out: u64,
+    /// Futures dropped because nobody waited any more: the yield withdrawn, the
+    /// process ended, the scheduler shut down.
+    pub aborted: u64,
 }
 
 impl Metrics {

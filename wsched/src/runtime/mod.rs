@@ -1,7 +1,7 @@
 //! The runtime: the public [`Scheduler`], [`Handle`] and [`Builder`] that put the
 //! layers together.
 //!
-//! May use: `command`, `services`, `observe`, `engine`, `time`, the crate root.
+//! May use: `io`, `command`, `services`, `observe`, `engine`, `time`, the crate root.
 //!
 //! | file | concern |
 //! |---|---|

@@ -212,7 +212,7 @@
 // vocabulary (`Pid`, `Payload`, errors); nothing below it names it, except
 // `Context::spawn_supervised`, the one hook that marks its children for shutdown.
 //
-// May use: `runtime`, `command`, `services`, `observe`, `engine`, `time`, the crate root.
+// May use: `runtime`, `io`, `command`, `services`, `observe`, `engine`, `time`, the crate root.
 mod dynamic;
 mod pool;
 mod process;
