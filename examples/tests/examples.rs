@@ -9,7 +9,8 @@
 //! builds no examples) does the test build them, with `cargo build --examples`
 //! (which, with its own feature set, may compile `wsched` once more). An example
 //! whose own unit tests `cargo test` runs (`test = true` in `examples/Cargo.toml`:
-//! `indexer`) is built by it only as a test harness, so its program is built here.
+//! `indexer`, `echo_server`, `chat_tcp`) is built by it only as a test harness, so
+//! its program is built here.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -65,6 +66,20 @@ examples! {
         "bob (<3>) heard:\n  here: alice\n  <alice> hi bob!\n  * carol joined\n  * dave joined\n  * dave dropped out\n  * alice left\n  <carol> did I miss anything?\n",
         "carol (<4>) heard:\n  here: alice, bob\n  * dave joined\n  * dave dropped out\n  * alice left\n  * bob left\n",
         "the room closed when the last member left; it relayed 3 lines",
+    ];
+    chat_tcp [] => [
+        "carol < * dave dropped out",
+        "  bob < (the server closed the connection)",
+        "ada read 11 lines:\n  * welcome! say /nick NAME to join\n  * hello ada, you are alone here\n  * bob joined\n  bob: hi ada\n  * carol joined\n  carol: hi all\n  * dave joined\n  * dave dropped out\n  * bob left\n  carol: just us now\n  * bye ada\n",
+        "bob read 8 lines:\n  * welcome! say /nick NAME to join\n  * hello bob; here: ada\n  ada: hello bob\n  * carol joined\n  carol: hi all\n  * dave joined\n  * dave dropped out\n  * bye bob\n",
+        "carol read 7 lines:\n  * welcome! say /nick NAME to join\n  * say /nick NAME first\n  * hello carol; here: ada, bob\n  * dave joined\n  * dave dropped out\n  * bob left\n  * ada left\n",
+    ];
+    echo_server [] => [
+        "ada got its 3 lines back",
+        "bob got its 2 lines back",
+        "eve got its 4 lines back",
+        "the server echoed 108 bytes over 3 connections",
+        "listener closed: a new connection is refused",
     ];
     hand_written [] => [
         "on the scheduler, <1> finished: <h1>/users/ada</h1> welcome back!",

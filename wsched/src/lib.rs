@@ -141,9 +141,10 @@
 //! The programs in `examples/examples/` (`cargo run --example NAME`) show whole
 //! applications: `quickstart`, `fan_out` (100 commands at once), `workflow` (a
 //! multi-step order with retries, a timer and cancellation), `chat` (processes
-//! talking by PID), `supervise`, `hand_written` (the [`Process`] trait without the
-//! macro), `showcase`, and the measuring ones `pingpong`, `timers`, `top` and
-//! `timeline`.
+//! talking by PID), `echo_server` and `chat_tcp` (sockets as processes, with the
+//! `tokio` feature: see `wsched::io::tcp`), `supervise`, `hand_written` (the
+//! [`Process`] trait without the macro), `showcase`, and the measuring ones
+//! `pingpong`, `timers`, `top` and `timeline`.
 //!
 //! # Tracing
 //!

@@ -28,3 +28,637 @@ fn an_async_handler_completes_the_yield() {
     let pid = scheduler.spawn(Asker, Asker::ASK, (21,)).unwrap();
     assert_eq!(scheduler.wait(pid).unwrap().downcast::<u64>().unwrap(), 42);
 }
+
+// ===== TCP =====
+//
+// Every socket is on loopback, on a port the system picks. Nothing sleeps: each
+// step waits for what it needs (a message in an inbox, a read, a `Down`) with a
+// bounded timeout, and the only negative checks ("no chunk came that was not asked
+// for") are a process's own `recv!` timeouts.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use wsched::io::tcp::{ConnId, Listener, TcpConn, TcpConnect, TcpEvent};
+use wsched::{ExitReason, Handle, Inbox};
+
+/// How long any one wait may take before the test fails: long, since it is only
+/// reached when something is wrong.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+fn scheduler() -> Scheduler {
+    Scheduler::builder().workers(2).build().unwrap()
+}
+
+fn listen<P: wsched::IntoProcess>(
+    handle: &Handle,
+    make: impl FnMut(SocketAddr) -> P + Send + 'static,
+    entry: wsched::Entry<P, (TcpConn,)>,
+) -> Listener {
+    Listener::bind(handle, "127.0.0.1:0", make, entry).unwrap()
+}
+
+/// A client with bounded reads and writes.
+fn connect(addr: SocketAddr) -> TcpStream {
+    let stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    stream.set_write_timeout(Some(PATIENCE)).unwrap();
+    stream
+}
+
+/// Reads until the end of the stream, failing on a timeout.
+fn read_to_end(stream: &mut TcpStream) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    stream
+        .read_to_end(&mut bytes)
+        .expect("the end of the stream, within the timeout");
+    bytes
+}
+
+fn inbox_recv<T: std::any::Any + Send>(inbox: &Inbox) -> T {
+    inbox
+        .recv::<T>(PATIENCE)
+        .expect("a report within the timeout")
+}
+
+/// Echoes until the client closes, then reports how much it echoed.
+struct Echo {
+    report: Pid,
+}
+
+#[derive(Debug)]
+struct Served {
+    conn: ConnId,
+    peer: SocketAddr,
+    echoed: usize,
+}
+
+#[process]
+impl Echo {
+    #[entry]
+    fn serve(&mut self, conn: TcpConn) -> Result<(), BoxError> {
+        let mut echoed = 0;
+        loop {
+            conn.active_once();
+            match recv!(TcpEvent)? {
+                TcpEvent::Data { conn: id, bytes } => {
+                    assert_eq!(id, conn.id());
+                    echoed += bytes.len();
+                    yield_cmd!(conn.write(bytes))?;
+                }
+                TcpEvent::Closed { .. } => break,
+                TcpEvent::Error { error, .. } => return Err(error.into()),
+            }
+        }
+        let served = Served {
+            conn: conn.id(),
+            peer: conn.peer_addr(),
+            echoed,
+        };
+        this::send(self.report, served)?;
+        Ok(())
+    }
+}
+
+#[test]
+fn a_listener_spawns_a_process_per_connection_that_echoes() {
+    let scheduler = scheduler();
+    let inbox = scheduler.inbox().unwrap();
+    let report = inbox.pid();
+    let listener = listen(&scheduler.handle(), move |_| Echo { report }, Echo::SERVE);
+    let addr = listener.local_addr();
+    assert!(addr.ip().is_loopback() && addr.port() != 0);
+
+    let clients: Vec<_> = (0..3)
+        .map(|n| {
+            std::thread::spawn(move || {
+                let mut stream = connect(addr);
+                let local = stream.local_addr().unwrap();
+                let mut sent = 0;
+                for round in 0..5 {
+                    let line = format!("client {n}, round {round}\n");
+                    stream.write_all(line.as_bytes()).unwrap();
+                    let mut echoed = vec![0; line.len()];
+                    stream.read_exact(&mut echoed).unwrap();
+                    assert_eq!(echoed, line.as_bytes());
+                    sent += line.len();
+                }
+                // Half-close: the process sees Closed, ends, and its socket closes.
+                stream.shutdown(std::net::Shutdown::Write).unwrap();
+                assert!(read_to_end(&mut stream).is_empty());
+                (local, sent)
+            })
+        })
+        .collect();
+    let mut expected: Vec<(SocketAddr, usize)> =
+        clients.into_iter().map(|c| c.join().unwrap()).collect();
+    let mut served: Vec<Served> = (0..3).map(|_| inbox_recv::<Served>(&inbox)).collect();
+    let mut ids: Vec<ConnId> = served.iter().map(|s| s.conn).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 3, "each connection has its own id");
+    let mut got: Vec<(SocketAddr, usize)> = served.drain(..).map(|s| (s.peer, s.echoed)).collect();
+    got.sort();
+    expected.sort();
+    assert_eq!(got, expected);
+    listener.close();
+}
+
+/// Asks for as many chunks as it is told, and reports what came: the chunks asked
+/// for, and whether anything came beyond them.
+struct Sipper {
+    report: Pid,
+}
+
+struct Ready(Pid);
+struct Permit(usize);
+#[derive(Debug)]
+struct Sipped {
+    chunks: Vec<usize>,
+    extra: bool,
+}
+
+const SIP: usize = 100;
+
+#[process]
+impl Sipper {
+    #[entry]
+    fn sip(&mut self, conn: TcpConn) -> Result<(), BoxError> {
+        conn.set_read_chunk(SIP);
+        this::send(self.report, Ready(this::pid()))?;
+        loop {
+            let Permit(n) = recv!(Permit)?;
+            for _ in 0..n {
+                conn.active_once();
+            }
+            let mut chunks = Vec::new();
+            for _ in 0..n {
+                match recv!(TcpEvent)? {
+                    TcpEvent::Data { bytes, .. } => chunks.push(bytes.len()),
+                    other => return Err(format!("expected data, got {other:?}").into()),
+                }
+            }
+            let extra = match recv!(TcpEvent, timeout = Duration::from_millis(100)) {
+                Err(RecvError::Timeout) => false,
+                Ok(_) => true,
+                Err(other) => return Err(other.into()),
+            };
+            this::send(self.report, Sipped { chunks, extra })?;
+        }
+    }
+}
+
+#[test]
+fn active_once_reads_one_chunk_per_call_and_no_more() {
+    let scheduler = scheduler();
+    let inbox = scheduler.inbox().unwrap();
+    let report = inbox.pid();
+    let listener = listen(&scheduler.handle(), move |_| Sipper { report }, Sipper::SIP);
+    let mut client = connect(listener.local_addr());
+    // Far more than is asked for; the kernel's buffers hold it all.
+    let flood = vec![7_u8; 50_000];
+    client.write_all(&flood).unwrap();
+    let Ready(sipper) = inbox_recv::<Ready>(&inbox);
+
+    let mut delivered = 0;
+    let mut permitted = 0;
+    for n in [1, 3, 2] {
+        permitted += n;
+        scheduler.send(sipper, Permit(n)).unwrap();
+        let sipped = inbox_recv::<Sipped>(&inbox);
+        assert_eq!(sipped.chunks.len(), n, "one chunk per call: {sipped:?}");
+        assert!(!sipped.extra, "a chunk came that was not asked for");
+        for &len in &sipped.chunks {
+            assert!(
+                (1..=SIP).contains(&len),
+                "a chunk of {len} bytes: {sipped:?}"
+            );
+            delivered += len;
+        }
+        assert!(delivered <= permitted * SIP);
+    }
+    assert!(delivered > 0);
+}
+
+/// Collects everything the client sends, and reports it once the client closes.
+struct Collector {
+    report: Pid,
+}
+
+#[derive(Debug)]
+struct Collected {
+    bytes: Vec<u8>,
+    closed: bool,
+}
+
+#[process]
+impl Collector {
+    #[entry]
+    fn collect(&mut self, conn: TcpConn) -> Result<(), BoxError> {
+        let mut bytes = Vec::new();
+        loop {
+            conn.active_once();
+            match recv!(TcpEvent)? {
+                TcpEvent::Data { bytes: chunk, .. } => bytes.extend(chunk),
+                TcpEvent::Closed { conn: id } => {
+                    let closed = id == conn.id();
+                    this::send(self.report, Collected { bytes, closed })?;
+                    return Ok(());
+                }
+                TcpEvent::Error { error, .. } => return Err(error.into()),
+            }
+        }
+    }
+}
+
+#[test]
+fn a_client_gone_mid_message_is_reported_closed_after_its_partial_data() {
+    let scheduler = scheduler();
+    let inbox = scheduler.inbox().unwrap();
+    let report = inbox.pid();
+    let listener = listen(
+        &scheduler.handle(),
+        move |_| Collector { report },
+        Collector::COLLECT,
+    );
+    let mut client = connect(listener.local_addr());
+    client.write_all(b"GET /half-a-req").unwrap();
+    drop(client);
+    let collected = inbox_recv::<Collected>(&inbox);
+    assert_eq!(collected.bytes, b"GET /half-a-req");
+    assert!(collected.closed);
+}
+
+/// Tells who it is, then waits for a line to write, and ends.
+struct Idle {
+    report: Pid,
+}
+
+struct Started(Pid);
+
+#[process]
+impl Idle {
+    #[entry]
+    fn idle(&mut self, conn: TcpConn) -> Result<(), BoxError> {
+        this::send(self.report, Started(this::pid()))?;
+        let line = recv!(String)?;
+        yield_cmd!(conn.write(line))?;
+        Ok(())
+    }
+}
+
+#[test]
+fn killing_a_connections_process_closes_its_socket() {
+    let scheduler = scheduler();
+    let inbox = scheduler.inbox().unwrap();
+    let report = inbox.pid();
+    let listener = listen(&scheduler.handle(), move |_| Idle { report }, Idle::IDLE);
+    let mut client = connect(listener.local_addr());
+    let Started(pid) = inbox_recv::<Started>(&inbox);
+    scheduler.kill(pid).unwrap();
+    assert!(
+        read_to_end(&mut client).is_empty(),
+        "the peer reads the end"
+    );
+    // The listener is not the connection's: it goes on.
+    let mut second = connect(listener.local_addr());
+    let Started(other) = inbox_recv::<Started>(&inbox);
+    assert_ne!(other, pid);
+    scheduler.send(other, "done".to_string()).unwrap(); // it finishes normally
+    assert_eq!(read_to_end(&mut second), b"done");
+}
+
+/// Connects to `addr`, says hello, and returns the answer.
+struct Dialer;
+
+#[process]
+impl Dialer {
+    #[entry]
+    fn dial(&mut self, addr: SocketAddr) -> Result<(SocketAddr, Vec<u8>), BoxError> {
+        let conn: TcpConn = yield_cmd!(TcpConnect::new(addr))?;
+        assert_eq!(conn.owner(), Some(this::pid()));
+        yield_cmd!(conn.write("hello"))?;
+        let mut answer = Vec::new();
+        while answer.len() < 5 {
+            conn.active_once();
+            match recv!(TcpEvent)? {
+                TcpEvent::Data { bytes, .. } => answer.extend(bytes),
+                other => return Err(format!("expected the answer, got {other:?}").into()),
+            }
+        }
+        Ok((conn.peer_addr(), answer))
+    }
+
+    /// What the connect's failure says: its io::Error's kind and the message.
+    #[entry]
+    fn dial_in_vain(&mut self, addr: SocketAddr) -> Result<(ErrorKind, String), BoxError> {
+        match yield_cmd!(TcpConnect::new(addr)) {
+            Ok(conn) => Err(format!("connected: {conn:?}").into()),
+            Err(YieldError::Failed { source, .. }) => {
+                let error = source
+                    .downcast_ref::<std::io::Error>()
+                    .ok_or("the source is not an io::Error")?;
+                Ok((error.kind(), error.to_string()))
+            }
+            Err(other) => Err(other.into()),
+        }
+    }
+}
+
+#[test]
+fn tcp_connect_gives_the_yielding_process_a_connection() {
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = server.local_addr().unwrap();
+    let peer = std::thread::spawn(move || {
+        let (mut stream, _) = server.accept().unwrap();
+        stream.set_read_timeout(Some(PATIENCE)).unwrap();
+        let mut hello = [0; 5];
+        stream.read_exact(&mut hello).unwrap();
+        stream.write_all(&hello.to_ascii_uppercase()).unwrap();
+        // Held open until the process has read the answer and ended.
+        read_to_end(&mut stream)
+    });
+    let scheduler = scheduler();
+    let pid = scheduler.spawn(Dialer, Dialer::DIAL, (addr,)).unwrap();
+    let (peer_addr, answer) = scheduler
+        .wait_timeout(pid, PATIENCE)
+        .unwrap()
+        .downcast::<(SocketAddr, Vec<u8>)>()
+        .unwrap();
+    assert_eq!(peer_addr, addr);
+    assert_eq!(answer, b"HELLO");
+    // The process ended: its connection closed.
+    assert!(peer.join().unwrap().is_empty());
+}
+
+#[test]
+fn tcp_connect_to_a_closed_port_fails_with_connection_refused() {
+    let addr = {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        closed.local_addr().unwrap()
+    };
+    let scheduler = scheduler();
+    let pid = scheduler
+        .spawn(Dialer, Dialer::DIAL_IN_VAIN, (addr,))
+        .unwrap();
+    let (kind, message) = scheduler
+        .wait_timeout(pid, PATIENCE)
+        .unwrap()
+        .downcast::<(ErrorKind, String)>()
+        .unwrap();
+    assert_eq!(kind, ErrorKind::ConnectionRefused);
+    assert!(
+        message.contains(&format!("cannot connect to {addr}")),
+        "{message}"
+    );
+}
+
+#[test]
+fn killing_the_listener_closes_the_listening_socket() {
+    let scheduler = scheduler();
+    let inbox = scheduler.inbox().unwrap();
+    let report = inbox.pid();
+    let listener = listen(&scheduler.handle(), move |_| Idle { report }, Idle::IDLE);
+    let addr = listener.local_addr();
+    // A connection accepted before: it is its process's, and outlives the listener.
+    let mut before = connect(addr);
+    let Started(served) = inbox_recv::<Started>(&inbox);
+
+    let down = scheduler.monitor(listener.pid());
+    scheduler.kill(listener.pid()).unwrap();
+    let down = down.wait_timeout(PATIENCE).expect("the listener ended");
+    assert_eq!(down.reason, ExitReason::Killed);
+    let refused = TcpStream::connect(addr).expect_err("nothing listens any more");
+    assert_eq!(refused.kind(), ErrorKind::ConnectionRefused);
+
+    scheduler.send(served, "done".to_string()).unwrap();
+    assert_eq!(read_to_end(&mut before), b"done");
+}
+
+#[test]
+fn closing_the_listener_ends_it_normally_and_refuses_new_connections() {
+    let scheduler = scheduler();
+    let inbox = scheduler.inbox().unwrap();
+    let report = inbox.pid();
+    let listener = listen(&scheduler.handle(), move |_| Echo { report }, Echo::SERVE);
+    let addr = listener.local_addr();
+    let mut open = connect(addr);
+    open.write_all(b"before").unwrap();
+    let mut echoed = [0; 6];
+    open.read_exact(&mut echoed).unwrap();
+
+    let down = scheduler.monitor(listener.pid());
+    listener.close();
+    // Closed as `close` returns, before the process has even ended.
+    let refused = TcpStream::connect(addr).expect_err("nothing listens any more");
+    assert_eq!(refused.kind(), ErrorKind::ConnectionRefused);
+    assert_eq!(
+        down.wait_timeout(PATIENCE).unwrap().reason,
+        ExitReason::Normal
+    );
+    listener.close(); // again: nothing happens
+
+    // The connection accepted before goes on.
+    open.write_all(b"after").unwrap();
+    let mut echoed = [0; 5];
+    open.read_exact(&mut echoed).unwrap();
+    assert_eq!(&echoed, b"after");
+}
+
+/// Shuts its write side down, then tries to write, then reads what the peer
+/// sends after the shutdown.
+struct HalfCloser {
+    report: Pid,
+}
+
+#[derive(Debug)]
+struct HalfClosed {
+    write_error: Option<ErrorKind>,
+    read_after: Vec<u8>,
+}
+
+#[process]
+impl HalfCloser {
+    #[entry]
+    fn half_close(&mut self, conn: TcpConn) -> Result<(), BoxError> {
+        yield_cmd!(conn.write("bye"))?;
+        yield_cmd!(conn.shutdown())?;
+        let write_error = match yield_cmd!(conn.write("too late")) {
+            Ok(()) => None,
+            Err(YieldError::Failed { source, .. }) => {
+                source.downcast_ref::<std::io::Error>().map(|e| e.kind())
+            }
+            Err(other) => return Err(other.into()),
+        };
+        let mut read_after = Vec::new();
+        loop {
+            conn.active_once();
+            match recv!(TcpEvent)? {
+                TcpEvent::Data { bytes, .. } => read_after.extend(bytes),
+                TcpEvent::Closed { .. } => break,
+                TcpEvent::Error { error, .. } => return Err(error.into()),
+            }
+        }
+        let report = HalfClosed {
+            write_error,
+            read_after,
+        };
+        this::send(self.report, report)?;
+        Ok(())
+    }
+}
+
+#[test]
+fn a_shutdown_closes_the_write_side_and_a_later_write_fails_with_its_io_error() {
+    let scheduler = scheduler();
+    let inbox = scheduler.inbox().unwrap();
+    let report = inbox.pid();
+    let listener = listen(
+        &scheduler.handle(),
+        move |_| HalfCloser { report },
+        HalfCloser::HALF_CLOSE,
+    );
+    let mut client = connect(listener.local_addr());
+    assert_eq!(read_to_end(&mut client), b"bye");
+    // The server still reads.
+    client.write_all(b"still listening?").unwrap();
+    client.shutdown(std::net::Shutdown::Write).unwrap();
+    let half_closed = inbox_recv::<HalfClosed>(&inbox);
+    assert_eq!(half_closed.write_error, Some(ErrorKind::BrokenPipe));
+    assert_eq!(half_closed.read_after, b"still listening?");
+}
+
+/// Hands its connection to a process of its own, then ends.
+struct Handoff {
+    report: Pid,
+}
+
+/// Receives a connection, reads one chunk of it, answers, and reports the chunk.
+struct Taker {
+    report: Pid,
+}
+
+struct Taken(Vec<u8>);
+
+#[process]
+impl Handoff {
+    #[entry]
+    fn hand_off(&mut self, conn: TcpConn) -> Result<(), BoxError> {
+        let taker = this::spawn(
+            Taker {
+                report: self.report,
+            },
+            Taker::TAKE,
+            (),
+        )?;
+        conn.set_owner(taker);
+        this::send(taker, conn)?;
+        Ok(())
+    }
+}
+
+#[process]
+impl Taker {
+    #[entry]
+    fn take(&mut self) -> Result<(), BoxError> {
+        let conn = recv!(TcpConn)?;
+        conn.active_once();
+        let TcpEvent::Data { bytes, .. } = recv!(TcpEvent)? else {
+            return Err("expected data".into());
+        };
+        yield_cmd!(conn.write("taken"))?;
+        this::send(self.report, Taken(bytes))?;
+        Ok(())
+    }
+}
+
+#[test]
+fn a_connection_handed_to_another_process_reads_for_its_new_owner() {
+    let scheduler = scheduler();
+    let inbox = scheduler.inbox().unwrap();
+    let report = inbox.pid();
+    let listener = listen(
+        &scheduler.handle(),
+        move |_| Handoff { report },
+        Handoff::HAND_OFF,
+    );
+    let mut client = connect(listener.local_addr());
+    client.write_all(b"for the taker").unwrap();
+    let Taken(bytes) = inbox_recv::<Taken>(&inbox);
+    assert_eq!(bytes, b"for the taker");
+    // The taker ended after answering: the answer, then the end.
+    assert_eq!(read_to_end(&mut client), b"taken");
+}
+
+#[test]
+fn a_shutdown_closes_listeners_and_connections() {
+    let scheduler = scheduler();
+    let inbox = scheduler.inbox().unwrap();
+    let report = inbox.pid();
+    let listener = listen(&scheduler.handle(), move |_| Idle { report }, Idle::IDLE);
+    let addr = listener.local_addr();
+    let mut client = connect(addr);
+    inbox_recv::<Started>(&inbox);
+    let report = scheduler.shutdown(PATIENCE);
+    assert!(
+        report.stopped.is_empty(),
+        "all of them ended when cancelled"
+    );
+    assert!(read_to_end(&mut client).is_empty());
+    let refused = TcpStream::connect(addr).expect_err("nothing listens any more");
+    assert_eq!(refused.kind(), ErrorKind::ConnectionRefused);
+    let late = Listener::bind(
+        &scheduler.handle(),
+        "127.0.0.1:0",
+        move |_| Idle {
+            report: inbox.pid(),
+        },
+        Idle::IDLE,
+    );
+    assert!(late.is_err(), "no listener after the shutdown");
+}
+
+#[test]
+fn a_listener_whose_make_panics_fails_and_stops_listening() {
+    let scheduler = scheduler();
+    let listener = listen(
+        &scheduler.handle(),
+        |_| -> Echo { panic!("no process for you") },
+        Echo::SERVE,
+    );
+    let down = scheduler.monitor(listener.pid());
+    let mut client = connect(listener.local_addr());
+    let reason = down
+        .wait_timeout(PATIENCE)
+        .expect("the listener ended")
+        .reason;
+    let ExitReason::Error { message } = reason else {
+        panic!("expected a failure, got {reason:?}");
+    };
+    assert!(
+        message.contains("its `make` closure panicked: no process for you"),
+        "{message}"
+    );
+    // The connection it could not serve is closed, and so is the socket.
+    assert!(read_to_end(&mut client).is_empty());
+    let refused = TcpStream::connect(listener.local_addr()).expect_err("closed");
+    assert_eq!(refused.kind(), ErrorKind::ConnectionRefused);
+}
+
+#[test]
+fn binding_an_address_in_use_fails_at_once() {
+    let scheduler = scheduler();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let error = Listener::bind(
+        &scheduler.handle(),
+        addr,
+        |_| Idle {
+            report: Pid::from_raw(1),
+        },
+        Idle::IDLE,
+    )
+    .expect_err("the address is taken");
+    assert_eq!(error.kind(), ErrorKind::AddrInUse);
+}

@@ -89,6 +89,12 @@ impl Registration {
         self
     }
 
+    /// The command's type name.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn command(&self) -> &'static str {
+        self.command
+    }
+
     /// This registration, for a scheduler that times its steps: a handler that runs
     /// on the worker counts its time there as the yielding process's busy time, and
     /// the long-step detector sees it running, naming its command (see

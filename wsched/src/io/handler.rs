@@ -273,6 +273,15 @@ impl AsyncRegistration {
     }
 }
 
+impl AsyncRegistration {
+    /// This registration as a built-in handler's, which one of the user's for the
+    /// same command replaces.
+    pub(crate) fn builtin(mut self) -> Self {
+        self.registration = self.registration.builtin();
+        self
+    }
+}
+
 /// Where a future runs with respect to its handler's limit.
 enum Place {
     /// The handler has no limit.

@@ -479,10 +479,25 @@ impl Builder {
         #[cfg(not(test))]
         let timers = <Timers>::new(timer_name);
         let mut registrations = builtin_registrations(timers.clone());
+        // The commands the user registers handlers for: a built-in async handler one
+        // of them replaces is left out of the metrics.
+        #[cfg(feature = "tokio")]
+        let replaced: Vec<&'static str> = self
+            .registrations
+            .iter()
+            .map(Registration::command)
+            .chain(self.async_handlers.iter().map(|handler| handler.command))
+            .collect();
         registrations.extend(self.registrations);
         #[cfg(feature = "tokio")]
         let io = {
             let mut counts = Vec::new();
+            for handler in crate::io::tcp::registrations() {
+                if !replaced.contains(&handler.command) {
+                    counts.push((handler.command, handler.counts));
+                }
+                registrations.push(handler.registration);
+            }
             for handler in self.async_handlers {
                 counts.push((handler.command, handler.counts));
                 registrations.push(handler.registration);
