@@ -119,6 +119,17 @@ examples! {
         "the pool restarted 1 worker after a panic; all 3 run again",
         ", 0 stopped",
     ];
+    http_client [] => [
+        " /hello/ada      200 hello, ada",
+        " /missing        failed: the server said 404 Not Found",
+        "the server never had more than 2 at once: max_in_flight(2) queued the rest",
+        " ended: cancelled: it was asked to stop and did",
+        "the server saw the client close the connection: the future was dropped",
+        " timed out after 200ms",
+        "  Fetch  3 completed, 1 failed, 0 timed out, 1 aborted, 0 in flight",
+        "  Probe  0 completed, 0 failed, 1 timed out, 0 aborted, 0 in flight",
+        "shutdown: 1 finished while shutting down, 0 stopped, 1 piece of work aborted",
+    ];
     pingpong ["20", "100"] => ["20 pairs x 100 round trips on "];
     timers ["50", "20"] => ["1000 timers in 50 processes", "all fired ", "for reference: timers round up to 1 ms ticks"];
     top ["1", "steps"] => ["the load: 4 ping-pong pairs", "== second 1: workers busy [", "by steps"];

@@ -119,7 +119,8 @@
 //!
 //! The repository's `book/` directory is a guide from nothing to confident use
 //! (`mdbook serve book` serves it; each chapter is a Markdown file under `book/src/`,
-//! and every Rust listing in it is a doc test of this crate):
+//! and every Rust listing in it is a doc test of this crate, those of the async I/O
+//! chapter with the `tokio` feature):
 //!
 //! | chapter | file |
 //! |---|---|
@@ -132,6 +133,7 @@
 //! | errors, panics and cancellation | `book/src/errors.md` |
 //! | testing a process step by step (see [`testing`]) | `book/src/testing.md` |
 //! | when processes fail: monitors, links, supervisors, calls, names, bounded mailboxes, dead letters | `book/src/failure-handling.md` |
+//! | async I/O (the `tokio` feature): plain, blocking or async handlers, cancellation reaching the future, options, the I/O runtime, sockets as processes | `book/src/io.md` |
 //! | observability: metrics, listings, step timing, `top`, tracing, recorded timelines | `book/src/observability.md` |
 //! | writing a [`Process`] by hand | `book/src/hand-written.md` |
 //! | how the scheduler works inside: work stealing, the deque and LIFO slot, parking | `book/src/inside.md` |
@@ -143,8 +145,9 @@
 //! multi-step order with retries, a timer and cancellation), `chat` (processes
 //! talking by PID), `echo_server` and `chat_tcp` (sockets as processes, with the
 //! `tokio` feature: see `wsched::io::tcp`), `supervise`, `hand_written` (the
-//! [`Process`] trait without the macro), `showcase`, and the measuring ones
-//! `pingpong`, `timers`, `top` and `timeline`.
+//! [`Process`] trait without the macro), `showcase`, `http_client` (processes
+//! calling an HTTP server through `reqwest` in an async handler), and the
+//! measuring ones `pingpong`, `timers`, `top` and `timeline`.
 //!
 //! # Tracing
 //!
@@ -271,6 +274,11 @@ mod book {
     struct Testing;
     #[doc = include_str!("../../book/src/failure-handling.md")]
     struct FailureHandling;
+    /// Compiled and run only with the `tokio` feature, which its listings use (as
+    /// `cargo test --workspace` builds `wsched`: the examples enable it).
+    #[cfg(feature = "tokio")]
+    #[doc = include_str!("../../book/src/io.md")]
+    struct Io;
     #[doc = include_str!("../../book/src/observability.md")]
     struct Observability;
     #[doc = include_str!("../../book/src/hand-written.md")]
