@@ -136,9 +136,9 @@ pub struct Metrics {
     /// yield withdrawn, the process ended, the scheduler stopped): async futures
     /// dropped, blocking jobs skipped or left to finish unread.
     pub aborted_work: u64,
-    /// One entry per async handler (the `tokio` feature): the built-in ones of the
-    /// TCP commands ([`wsched::io::tcp`](crate::io::tcp)) first, unless replaced,
-    /// then the user's, in registration order.
+    /// One entry per async handler (the `tokio` feature): the user's, in
+    /// registration order, then the built-in ones of the TCP commands
+    /// ([`wsched::io::tcp`](crate::io::tcp)) that the user did not replace.
     #[cfg(feature = "tokio")]
     pub async_handlers: Vec<AsyncHandlerMetrics>,
 }

@@ -492,14 +492,14 @@ impl Builder {
         #[cfg(feature = "tokio")]
         let io = {
             let mut counts = Vec::new();
+            for handler in self.async_handlers {
+                counts.push((handler.command, handler.counts));
+                registrations.push(handler.registration);
+            }
             for handler in crate::io::tcp::registrations() {
                 if !replaced.contains(&handler.command) {
                     counts.push((handler.command, handler.counts));
                 }
-                registrations.push(handler.registration);
-            }
-            for handler in self.async_handlers {
-                counts.push((handler.command, handler.counts));
                 registrations.push(handler.registration);
             }
             let mut config = self.io;
