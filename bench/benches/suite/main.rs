@@ -18,13 +18,18 @@
 //! | `deque` | our per-worker deque against crossbeam-deque |
 //! | `memory` | memory per idle process (in child processes) |
 //! | `latency` | wake-up latency and idle CPU |
+//! | `async_io` | an async handler's round trip (the `tokio` feature) |
+//! | `tcp_echo` | a 1,000-connection echo over loopback (`--features tcp-echo`) |
 
+mod async_io;
 mod deque;
 mod harness;
 mod latch;
 mod latency;
 mod memory;
 mod sys;
+#[cfg(feature = "tcp-echo")]
+mod tcp_echo;
 mod tokio_side;
 mod workloads;
 mod wsched_hand;
@@ -175,6 +180,26 @@ fn main() -> ExitCode {
                 latency::wakeup(&mut report, w, sizes.latency_samples, options.reps)
             }
             "idle_cpu" => latency::idle_cpu(&mut report, w, sizes.idle),
+            "async_yield" => {
+                async_io::async_yield(&mut report, w, sizes.async_yield_trips, options.reps)
+            }
+            #[cfg(feature = "tcp-echo")]
+            "tcp_echo" => tcp_echo::tcp_echo(
+                &mut report,
+                w,
+                sizes.tcp_conns,
+                sizes.tcp_rounds,
+                options.reps,
+            ),
+            #[cfg(not(feature = "tcp-echo"))]
+            "tcp_echo" => {
+                if options.only.is_some() {
+                    report.fail(
+                        "tcp_echo",
+                        "this build has no TCP echo: pass `--features tcp-echo` to cargo",
+                    );
+                }
+            }
             other => unreachable!("workload {other} has no runner"),
         }
     }

@@ -26,6 +26,11 @@ pub struct Sizes {
     pub memory: Vec<usize>,
     pub latency_samples: usize,
     pub idle: Duration,
+    pub async_yield_trips: u64,
+    #[cfg_attr(not(feature = "tcp-echo"), allow(dead_code))]
+    pub tcp_conns: usize,
+    #[cfg_attr(not(feature = "tcp-echo"), allow(dead_code))]
+    pub tcp_rounds: usize,
 }
 
 impl Sizes {
@@ -50,6 +55,9 @@ impl Sizes {
             memory: vec![100_000, 1_000_000],
             latency_samples: 10_000,
             idle: Duration::from_secs(2),
+            async_yield_trips: 20_000,
+            tcp_conns: 1_000,
+            tcp_rounds: 100,
         }
     }
 
@@ -74,6 +82,9 @@ impl Sizes {
             memory: vec![10_000],
             latency_samples: 300,
             idle: Duration::from_millis(200),
+            async_yield_trips: 1_000,
+            tcp_conns: 100,
+            tcp_rounds: 10,
         }
     }
 }
@@ -98,6 +109,9 @@ pub const NAMES: &[&str] = &[
     "memory_idle",
     "wakeup_latency",
     "idle_cpu",
+    "async_yield",
+    // Only with `--features tcp-echo`; skipped otherwise unless named in `--only`.
+    "tcp_echo",
 ];
 
 /// A run returning a `u64` result checked against `expected`.
