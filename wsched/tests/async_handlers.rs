@@ -582,9 +582,7 @@ fn a_borrowed_runtime_is_left_running() {
         .build()
         .unwrap();
     scheduler.spawn(Gated, Gated::RUN, ()).unwrap();
-    wait_until("it runs", || {
-        ours(&scheduler.metrics()).in_flight == 1
-    });
+    wait_until("it runs", || ours(&scheduler.metrics()).in_flight == 1);
     let report = scheduler.shutdown(Duration::ZERO);
     assert_eq!(report.aborted_work, 1);
     // The application's runtime still runs tasks.

@@ -19,7 +19,7 @@
 //! | `memory` | memory per idle process (in child processes) |
 //! | `latency` | wake-up latency and idle CPU |
 //! | `async_io` | an async handler's round trip (the `tokio` feature) |
-//! | `tcp_echo` | a 1,000-connection echo over loopback (`--features tcp-echo`) |
+//! | `tcp_echo` | a 1,000-connection echo over loopback |
 
 mod async_io;
 mod deque;
@@ -28,7 +28,6 @@ mod latch;
 mod latency;
 mod memory;
 mod sys;
-#[cfg(feature = "tcp-echo")]
 mod tcp_echo;
 mod tokio_side;
 mod workloads;
@@ -183,7 +182,6 @@ fn main() -> ExitCode {
             "async_yield" => {
                 async_io::async_yield(&mut report, w, sizes.async_yield_trips, options.reps)
             }
-            #[cfg(feature = "tcp-echo")]
             "tcp_echo" => tcp_echo::tcp_echo(
                 &mut report,
                 w,
@@ -191,15 +189,6 @@ fn main() -> ExitCode {
                 sizes.tcp_rounds,
                 options.reps,
             ),
-            #[cfg(not(feature = "tcp-echo"))]
-            "tcp_echo" => {
-                if options.only.is_some() {
-                    report.fail(
-                        "tcp_echo",
-                        "this build has no TCP echo: pass `--features tcp-echo` to cargo",
-                    );
-                }
-            }
             other => unreachable!("workload {other} has no runner"),
         }
     }

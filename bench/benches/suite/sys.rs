@@ -39,20 +39,15 @@ mod ffi {
     /// `struct rlimit` (`rlim_t` is an unsigned long on Linux).
     #[repr(C)]
     #[derive(Default)]
-    #[cfg_attr(not(feature = "tcp-echo"), allow(dead_code))]
     pub struct Rlimit {
         pub cur: std::ffi::c_ulong,
         pub max: std::ffi::c_ulong,
     }
-
-    #[cfg_attr(not(feature = "tcp-echo"), allow(dead_code))]
     pub const RLIMIT_NOFILE: c_int = 7;
 
     extern "C" {
         pub fn getrusage(who: c_int, usage: *mut Rusage) -> c_int;
-        #[cfg_attr(not(feature = "tcp-echo"), allow(dead_code))]
         pub fn getrlimit(resource: c_int, limit: *mut Rlimit) -> c_int;
-        #[cfg_attr(not(feature = "tcp-echo"), allow(dead_code))]
         pub fn setrlimit(resource: c_int, limit: *const Rlimit) -> c_int;
     }
 }
@@ -78,7 +73,6 @@ pub fn cpu_time() -> Duration {
 /// Raises this process's soft limit on open files to at least `wanted` if the hard
 /// limit allows (to the hard limit otherwise); returns the soft limit now in force.
 #[cfg(target_os = "linux")]
-#[cfg_attr(not(feature = "tcp-echo"), allow(dead_code))]
 pub fn raise_fd_limit(wanted: u64) -> u64 {
     let mut limit = ffi::Rlimit::default();
     // SAFETY: `limit` is a valid, writable `struct rlimit` for the call, which only
@@ -103,7 +97,6 @@ pub fn raise_fd_limit(wanted: u64) -> u64 {
 
 /// Left as it is off Linux: reported as `wanted`.
 #[cfg(not(target_os = "linux"))]
-#[cfg_attr(not(feature = "tcp-echo"), allow(dead_code))]
 pub fn raise_fd_limit(wanted: u64) -> u64 {
     wanted
 }

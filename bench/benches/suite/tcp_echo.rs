@@ -1,4 +1,4 @@
-//! `tcp_echo` (issue 23, the `tcp-echo` feature of `wsched-bench`): a 64-byte echo
+//! `tcp_echo` (issue 23): a 64-byte echo
 //! over loopback with 1,000 concurrent connections, wsched's process-per-connection
 //! server against tokio's task-per-connection one.
 //!
@@ -100,40 +100,6 @@ impl Drop for Open {
 
 // ---------------------------------------------------------------- wsched
 
-/// `active_once` may return `()` or a `Result`; either way, `?` after `.armed()`.
-trait Armed {
-    fn armed(self) -> Result<(), BoxError>;
-}
-
-impl Armed for () {
-    fn armed(self) -> Result<(), BoxError> {
-        Ok(())
-    }
-}
-
-impl<E: Into<BoxError>> Armed for Result<(), E> {
-    fn armed(self) -> Result<(), BoxError> {
-        self.map_err(Into::into)
-    }
-}
-
-/// `local_addr` may return the address or an `io::Result` of it.
-trait IntoAddr {
-    fn into_addr(self) -> io::Result<SocketAddr>;
-}
-
-impl IntoAddr for SocketAddr {
-    fn into_addr(self) -> io::Result<SocketAddr> {
-        Ok(self)
-    }
-}
-
-impl IntoAddr for io::Result<SocketAddr> {
-    fn into_addr(self) -> io::Result<SocketAddr> {
-        self
-    }
-}
-
 /// One connection of the wsched server: echoes every chunk until the peer closes.
 pub struct EchoConn {
     _open: Open,
@@ -144,7 +110,7 @@ impl EchoConn {
     #[entry]
     fn serve(&mut self, conn: TcpConn) -> Result<(), BoxError> {
         loop {
-            conn.active_once().armed()?;
+            conn.active_once();
             match recv!(TcpEvent)? {
                 TcpEvent::Data { bytes, .. } => yield_cmd!(conn.write(bytes))?,
                 TcpEvent::Closed { .. } => return Ok(()),
@@ -212,10 +178,7 @@ impl Server {
             EchoConn::SERVE,
         )
         .map_err(|e| format!("bind: {e}"))?;
-        let addr = listener
-            .local_addr()
-            .into_addr()
-            .map_err(|e| format!("local_addr: {e}"))?;
+        let addr = listener.local_addr();
         Ok(Self {
             addr,
             conns,

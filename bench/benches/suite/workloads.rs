@@ -27,9 +27,7 @@ pub struct Sizes {
     pub latency_samples: usize,
     pub idle: Duration,
     pub async_yield_trips: u64,
-    #[cfg_attr(not(feature = "tcp-echo"), allow(dead_code))]
     pub tcp_conns: usize,
-    #[cfg_attr(not(feature = "tcp-echo"), allow(dead_code))]
     pub tcp_rounds: usize,
 }
 
@@ -110,7 +108,6 @@ pub const NAMES: &[&str] = &[
     "wakeup_latency",
     "idle_cpu",
     "async_yield",
-    // Only with `--features tcp-echo`; skipped otherwise unless named in `--only`.
     "tcp_echo",
 ];
 

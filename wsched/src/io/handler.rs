@@ -185,6 +185,22 @@ impl AsyncRegistration {
         Fut: Future<Output = Result<C::Output, E>> + Send + 'static,
         E: Into<BoxError> + 'static,
     {
+        Self::with_fast_path(options, |_: &mut C| None, handler)
+    }
+
+    /// As [`new`](Self::new), with a fast path tried first, on the worker: when
+    /// `now` can perform the command at once without blocking (a socket write the
+    /// kernel takes whole), its result completes the yield there and then — no
+    /// future, no hand-off to the I/O runtime and back. `None` sends the command
+    /// (as `now` left it) on to `handler`.
+    pub(crate) fn with_fast_path<C, N, F, Fut, E>(options: AsyncOptions, now: N, handler: F) -> Self
+    where
+        C: Command,
+        N: Fn(&mut C) -> Option<Result<C::Output, E>> + Send + Sync + 'static,
+        F: Fn(C, IoContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<C::Output, E>> + Send + 'static,
+        E: Into<BoxError> + 'static,
+    {
         let counts = Arc::new(WorkCounts::default());
         let limit = options
             .max_in_flight
@@ -196,9 +212,25 @@ impl AsyncRegistration {
         } = options;
         let shared_counts = counts.clone();
         let call = move |payload: &mut Payload, cell: &CellRef, tag: Tag| {
-            let command = take_command::<C>(payload);
+            let mut command = take_command::<C>(payload);
             let raw = RawCompleter::for_yield(cell, tag, type_name::<C>);
             let counts = &shared_counts;
+            if let Some(done) = now(&mut command) {
+                crate::runtime::drop_quietly(command);
+                let (result, counter) = match done {
+                    Ok(output) => (Ok(Payload::new(output)), &counts.completed),
+                    Err(error) => (
+                        Err(YieldError::Failed {
+                            command: type_name::<C>(),
+                            source: error.into(),
+                        }),
+                        &counts.failed,
+                    ),
+                };
+                counts.count(counter);
+                raw.deliver(result);
+                return;
+            }
             let shared = cell.handle().shared();
             let runtime = match shared.io().handle() {
                 Ok(runtime) => runtime.clone(),

@@ -74,7 +74,7 @@ use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -196,13 +196,21 @@ struct Conn {
     stream: RwLock<Option<TcpStream>>,
     /// Chunks the owner asked for and the reader has not read yet.
     permits: Semaphore,
+    /// Chunks asked for of the reader and not yet sent (its permits, given or
+    /// taken): while it is zero the reader reads nothing, so
+    /// [`TcpConn::active_once`] may read on the spot (see there).
+    pending: AtomicUsize,
+    /// Set once `Closed` or `Error` was sent: nothing more is read.
+    ended: AtomicBool,
+    /// Where events are sent.
+    handle: Handle,
     /// The process the reader sends to; `None` until the listener or the connect
     /// says (a chunk read before then waits).
     owner: watch::Sender<Option<Pid>>,
     read_chunk: AtomicUsize,
     /// Taken by each write and shutdown for its whole length, so that two of them
     /// never interleave their bytes.
-    writing: tokio::sync::Mutex<()>,
+    writing: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Conn {
@@ -225,7 +233,6 @@ impl Conn {
     /// Reads one chunk: `None` when the connection was closed on this side, an
     /// empty chunk at the end of the stream.
     async fn read_chunk(&self) -> Option<io::Result<Vec<u8>>> {
-        let mut bytes = Vec::new();
         loop {
             let ready = poll_fn(|cx| match &*self.stream.read() {
                 Some(stream) => stream.poll_read_ready(cx).map(Some),
@@ -235,31 +242,74 @@ impl Conn {
             if let Err(error) = ready {
                 return Some(Err(error));
             }
-            if bytes.capacity() == 0 {
-                // Allocated once there is something to read: an idle connection
-                // holds no buffer. `with_capacity` gives exactly what it is asked,
-                // which bounds the read.
-                bytes = Vec::with_capacity(self.read_chunk.load(Ordering::Relaxed));
-            }
-            let read = match &*self.stream.read() {
-                Some(stream) => stream.try_read_buf(&mut bytes),
-                None => return None,
-            };
-            match read {
-                Ok(_) => {
-                    bytes.shrink_to_fit();
-                    return Some(Ok(bytes));
-                }
+            match self.try_read_chunk()? {
                 // The readiness was stale: wait again.
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
-                Err(error) => return Some(Err(error)),
+                read => return Some(read),
             }
         }
     }
 
-    /// Writes all of `bytes`.
-    async fn write_all(&self, bytes: &[u8]) -> io::Result<()> {
-        let _turn = self.writing.lock().await;
+    /// Reads one chunk if the socket has one now, without waiting (`WouldBlock`
+    /// if not): `None` when the connection was closed on this side, an empty chunk
+    /// at the end of the stream. Reads into this thread's scratch buffer and
+    /// copies what came into a vector of its size, so that neither an idle
+    /// connection nor a small read holds a chunk-sized allocation.
+    fn try_read_chunk(&self) -> Option<io::Result<Vec<u8>>> {
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let chunk = self.read_chunk.load(Ordering::Relaxed);
+        SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            if scratch.len() < chunk {
+                scratch.resize(chunk, 0);
+            }
+            let read = match &*self.stream.read() {
+                Some(stream) => stream.try_read(&mut scratch[..chunk]),
+                None => return None,
+            };
+            Some(read.map(|n| scratch[..n].to_vec()))
+        })
+    }
+
+    /// The event a read makes, noting the end of reading when it is one.
+    fn event(&self, read: io::Result<Vec<u8>>) -> TcpEvent {
+        let conn = self.id;
+        let event = match read {
+            Ok(bytes) if bytes.is_empty() => TcpEvent::Closed { conn },
+            Ok(bytes) => TcpEvent::Data { conn, bytes },
+            Err(error) => TcpEvent::Error { conn, error },
+        };
+        if !matches!(event, TcpEvent::Data { .. }) {
+            self.ended.store(true, Ordering::Release);
+        }
+        event
+    }
+
+    /// Sends `event` to `owner`; a chunk that cannot be delivered closes the
+    /// connection. Returns whether it was delivered.
+    fn send(&self, owner: Pid, event: TcpEvent) -> bool {
+        if self.handle.send(owner, event).is_err() {
+            // A byte stream with a hole in it is worth nothing: the connection is
+            // closed, as Erlang closes a socket whose controlling process ended.
+            self.close();
+            return false;
+        }
+        true
+    }
+
+    /// Writes all of `bytes`, in the turn `turn` if the fast path already took it
+    /// (and wrote the bytes before these).
+    async fn write_all(
+        &self,
+        bytes: &[u8],
+        turn: Option<tokio::sync::OwnedMutexGuard<()>>,
+    ) -> io::Result<()> {
+        let _turn = match turn {
+            Some(turn) => turn,
+            None => self.writing.clone().lock_owned().await,
+        };
         let mut written = 0;
         while written < bytes.len() {
             poll_fn(|cx| match &*self.stream.read() {
@@ -281,6 +331,38 @@ impl Conn {
         Ok(())
     }
 
+    /// Writes what the socket takes of `write.bytes` now, on the worker that
+    /// dispatches the write: `Some` when it took all of them (or failed), `None`
+    /// when the rest must wait for the socket; the bytes written are then gone
+    /// from `write.bytes`, and the write keeps its turn, so that no other write
+    /// can slip in between.
+    fn try_write_now(&self, write: &mut TcpWrite) -> Option<io::Result<()>> {
+        let turn = self.writing.clone().try_lock_owned().ok()?;
+        let mut written = 0;
+        let outcome = {
+            let stream = self.stream.read();
+            let Some(stream) = &*stream else {
+                return Some(Err(self.closed()));
+            };
+            loop {
+                if written == write.bytes.len() {
+                    break Some(Ok(()));
+                }
+                match stream.try_write(&write.bytes[written..]) {
+                    Ok(0) => break Some(Err(io::ErrorKind::WriteZero.into())),
+                    Ok(n) => written += n,
+                    Err(error) if error.kind() == io::ErrorKind::WouldBlock => break None,
+                    Err(error) => break Some(Err(error)),
+                }
+            }
+        };
+        if outcome.is_none() {
+            write.bytes.drain(..written);
+            write.turn = Some(turn);
+        }
+        outcome
+    }
+
     /// Shuts the write side down, after the writes already under way.
     async fn shutdown(&self) -> io::Result<()> {
         let _turn = self.writing.lock().await;
@@ -293,37 +375,47 @@ impl Conn {
 }
 
 /// A connection's reader: one chunk per permit, sent to the owner.
-async fn read_loop(conn: Arc<Conn>, handle: Handle) {
+///
+/// It waits for data to be there first (a peek, which reads nothing), and for a
+/// permit after. A process that asks for its next chunk once the data is there
+/// (the common case of a conversation) reads it itself
+/// ([`TcpConn::active_once`]), and the permit it gives when there is nothing yet
+/// finds this task waiting on the socket, not on the permit, so giving it wakes no
+/// thread: only the data wakes the task, which then sends it on.
+async fn read_loop(conn: Arc<Conn>) {
     let mut owner = conn.owner.subscribe();
     loop {
+        let there = poll_fn(|cx| match &*conn.stream.read() {
+            Some(stream) => {
+                let mut byte = [0u8; 1];
+                let mut peeked = tokio::io::ReadBuf::new(&mut byte);
+                // Pending clears a stale readiness: the wait is for new data.
+                stream.poll_peek(cx, &mut peeked).map(|_| true)
+            }
+            None => Poll::Ready(false),
+        })
+        .await;
+        if !there {
+            return; // closed on this side
+        }
         match conn.permits.acquire().await {
             Ok(permit) => permit.forget(),
             Err(_) => return, // never closed
         }
-        let event = match conn.read_chunk().await {
-            None => return,
-            Some(Ok(bytes)) if bytes.is_empty() => TcpEvent::Closed { conn: conn.id },
-            Some(Ok(bytes)) => TcpEvent::Data {
-                conn: conn.id,
-                bytes,
-            },
-            Some(Err(error)) => TcpEvent::Error {
-                conn: conn.id,
-                error,
-            },
+        let Some(read) = conn.read_chunk().await else {
+            return;
         };
+        let event = conn.event(read);
         let last = !matches!(event, TcpEvent::Data { .. });
         let Ok(to) = owner.wait_for(Option::is_some).await.map(|owner| *owner) else {
             return; // the sender is the conn's own: never dropped before this task
         };
         let to = to.expect("waited for an owner");
-        if handle.send(to, event).is_err() {
-            // A byte stream with a hole in it is worth nothing: the connection is
-            // closed, as Erlang closes a socket whose controlling process ended.
-            conn.close();
-            return;
-        }
-        if last {
+        let sent = conn.send(to, event);
+        // Counted down only once the chunk is sent: until then the owner cannot
+        // read on its own, so chunks reach it in the order they were read.
+        conn.pending.fetch_sub(1, Ordering::AcqRel);
+        if !sent || last {
             return;
         }
     }
@@ -360,11 +452,14 @@ impl TcpConn {
             id: ConnId::next(),
             stream: RwLock::new(Some(stream)),
             permits: Semaphore::new(0),
+            pending: AtomicUsize::new(0),
+            ended: AtomicBool::new(false),
+            handle,
             owner: watch::Sender::new(owner),
             read_chunk: AtomicUsize::new(DEFAULT_READ_CHUNK),
-            writing: tokio::sync::Mutex::new(()),
+            writing: Arc::new(tokio::sync::Mutex::new(())),
         });
-        let reader = tokio::spawn(read_loop(conn.clone(), handle)).abort_handle();
+        let reader = tokio::spawn(read_loop(conn.clone())).abort_handle();
         Ok(Self {
             conn,
             reader,
@@ -398,8 +493,33 @@ impl TcpConn {
     /// own flow control when the process falls behind, and its mailbox holds at
     /// most as many chunks as it asked for. Calls add up: two calls, two chunks.
     /// After `Closed` or `Error`, nothing more is read and calls do nothing.
+    ///
+    /// When no chunk asked for is outstanding, the connection first tries to read
+    /// one right here, without waiting: if the socket has data, the message is in
+    /// the owner's mailbox when this returns, and no thread was woken. Otherwise
+    /// the connection's reader waits for the data.
     pub fn active_once(&self) {
-        self.conn.permits.add_permits(1);
+        let conn = &self.conn;
+        if conn.ended.load(Ordering::Acquire) {
+            return;
+        }
+        // Nothing outstanding: the reader is not reading, and will not until it
+        // gets a permit, which only the owner gives — here.
+        if conn.pending.load(Ordering::Acquire) == 0 {
+            if let Some(owner) = *conn.owner.borrow() {
+                match conn.try_read_chunk() {
+                    None => return, // closed on this side
+                    Some(Err(error)) if error.kind() == io::ErrorKind::WouldBlock => {}
+                    Some(read) => {
+                        let event = conn.event(read);
+                        conn.send(owner, event);
+                        return;
+                    }
+                }
+            }
+        }
+        conn.pending.fetch_add(1, Ordering::AcqRel);
+        conn.permits.add_permits(1);
     }
 
     /// How much one [`active_once`](Self::active_once) reads at most, from the next
@@ -438,6 +558,7 @@ impl TcpConn {
         TcpWrite {
             conn: self.conn.clone(),
             bytes: bytes.into(),
+            turn: None,
         }
     }
 
@@ -495,6 +616,9 @@ impl fmt::Debug for TcpConn {
 pub struct TcpWrite {
     conn: Arc<Conn>,
     bytes: Vec<u8>,
+    /// The connection's write turn, when the worker wrote part of `bytes` at once
+    /// and the rest waits for the socket.
+    turn: Option<tokio::sync::OwnedMutexGuard<()>>,
 }
 
 impl Command for TcpWrite {
@@ -633,9 +757,16 @@ pub(crate) fn registrations() -> Vec<AsyncRegistration> {
             connect.connect(context)
         })
         .builtin(),
-        AsyncRegistration::new(AsyncOptions::new(), |write: TcpWrite, _| async move {
-            write.conn.write_all(&write.bytes).await
-        })
+        // Tried on the worker first: a write the socket takes whole (the usual case
+        // for a small answer) completes at once, with no hand-off to the runtime.
+        AsyncRegistration::with_fast_path(
+            AsyncOptions::new(),
+            |write: &mut TcpWrite| write.conn.clone().try_write_now(write),
+            |write: TcpWrite, _| async move {
+                let TcpWrite { conn, bytes, turn } = write;
+                conn.write_all(&bytes, turn).await
+            },
+        )
         .builtin(),
         AsyncRegistration::new(AsyncOptions::new(), |shutdown: TcpShutdown, _| async move {
             shutdown.conn.shutdown().await
