@@ -15,6 +15,7 @@
 //! The report adds, below the usual row, a table of the time per round trip.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 
 use tokio::sync::oneshot;
 use wsched::prelude::*;
@@ -79,13 +80,30 @@ pub fn wsched_round_trips(
     Ok((sum, m))
 }
 
-/// The tokio runtime of the peer: as the scheduler builds its I/O runtime.
-fn io_runtime(threads: usize) -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
-        .enable_all()
-        .build()
-        .expect("the runtime starts")
+/// The tokio runtime of the peer, as the scheduler builds its I/O runtime: one
+/// thread is a current-thread runtime driven by a thread of its own (stopped when
+/// the returned sender is dropped), more a multi-threaded one.
+fn io_runtime(threads: usize) -> (Arc<tokio::runtime::Runtime>, Option<oneshot::Sender<()>>) {
+    if threads > 1 {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()
+            .expect("the runtime starts");
+        return (Arc::new(rt), None);
+    }
+    let rt = Arc::new(
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("the runtime starts"),
+    );
+    let (stop, stopped) = oneshot::channel::<()>();
+    let driver = rt.clone();
+    std::thread::spawn(move || {
+        let _ = driver.block_on(stopped);
+    });
+    (rt, Some(stop))
 }
 
 /// One spawn + `oneshot` round trip from the bench thread.
@@ -99,7 +117,7 @@ fn tokio_round_trip(handle: &tokio::runtime::Handle, x: u64) -> Result<u64, Stri
 
 /// `n` spawn + `oneshot` round trips driven from the bench thread.
 pub fn tokio_round_trips(threads: usize, n: u64) -> Result<(u64, Measured), String> {
-    let rt = io_runtime(threads);
+    let (rt, stop) = io_runtime(threads);
     let handle = rt.handle().clone();
     // Untimed, as the wsched side's first round trip.
     tokio_round_trip(&handle, 0)?;
@@ -109,19 +127,14 @@ pub fn tokio_round_trips(threads: usize, n: u64) -> Result<(u64, Measured), Stri
         sum += tokio_round_trip(&handle, i)?;
     }
     let m = clock.stop();
+    drop(stop);
     drop(rt);
     Ok((sum, m))
 }
 
-/// The I/O threads of the pairs compared: the scheduler's default (two, or one on a
-/// single core), then one.
+/// The I/O threads of the pairs compared: the scheduler's default (one), then two.
 fn io_thread_counts() -> Vec<usize> {
-    let default = std::thread::available_parallelism().map_or(1, |n| n.get().min(2));
-    if default > 1 {
-        vec![default, 1]
-    } else {
-        vec![1]
-    }
+    vec![1, 2]
 }
 
 /// Runs `async_yield`: for each I/O thread count, tokio on that many threads then

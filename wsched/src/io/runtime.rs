@@ -39,7 +39,7 @@ pub(crate) struct IoConfig {
 impl IoConfig {
     pub(crate) fn new(thread_name: &str) -> Self {
         Self {
-            threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(2)),
+            threads: 1,
             borrowed: None,
             shutdown_timeout: Duration::from_secs(1),
             thread_name: format!("{thread_name}-io"),
@@ -54,7 +54,7 @@ pub(crate) struct IoRuntime {
     /// once it is built.
     handle: OnceLock<tokio::runtime::Handle>,
     /// The owned runtime, until the shutdown takes it.
-    owned: Mutex<Option<tokio::runtime::Runtime>>,
+    owned: Mutex<Option<Owned>>,
     /// Set by the shutdown: no future is spawned after it.
     closed: AtomicBool,
     /// Each async handler's command and counts, in registration order, for the
@@ -97,12 +97,8 @@ impl IoRuntime {
         if let Some(handle) = self.handle.get() {
             return Ok(handle);
         }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(self.config.threads.max(1))
-            .thread_name(self.config.thread_name.clone())
-            .enable_all()
-            .build()?;
-        let _ = self.handle.set(runtime.handle().clone());
+        let runtime = Owned::start(&self.config)?;
+        let _ = self.handle.set(runtime.handle());
         *owned = Some(runtime);
         Ok(self.handle.get().expect("just set"))
     }
@@ -116,13 +112,8 @@ impl IoRuntime {
             self.closed.store(true, Ordering::Release);
             owned.take()
         };
-        let Some(runtime) = runtime else { return };
-        if tokio::runtime::Handle::try_current().is_ok() {
-            // Inside some runtime's context (a scheduler shut down from a task),
-            // where blocking to wait is not allowed: let its threads go on their own.
-            runtime.shutdown_background();
-        } else {
-            runtime.shutdown_timeout(self.config.shutdown_timeout);
+        if let Some(runtime) = runtime {
+            runtime.shutdown(self.config.shutdown_timeout);
         }
     }
 
@@ -132,6 +123,89 @@ impl IoRuntime {
             .iter()
             .map(|(command, counts)| super::handler::read_metrics(command, counts))
             .collect()
+    }
+}
+
+/// A runtime the scheduler owns.
+///
+/// One thread is a current-thread runtime driven by a thread of its own: every
+/// future runs there, and a spawn from a worker wakes that one thread. (A
+/// multi-threaded runtime of one worker does the same work through its
+/// work-stealing machinery, and a spawn from outside can wake a second thread to
+/// look for work: measured, an async yield's round trip took 1.6–1.8 times as
+/// long.) More threads are a multi-threaded runtime.
+struct Owned {
+    runtime: Arc<tokio::runtime::Runtime>,
+    /// For a current-thread runtime: what stops the thread driving it, and what
+    /// tells that it stopped.
+    driver: Option<(Arc<tokio::sync::Notify>, std::sync::mpsc::Receiver<()>)>,
+}
+
+impl Owned {
+    fn start(config: &IoConfig) -> std::io::Result<Self> {
+        if config.threads > 1 {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(config.threads)
+                .thread_name(config.thread_name.clone())
+                .enable_all()
+                .build()?;
+            return Ok(Self {
+                runtime: Arc::new(runtime),
+                driver: None,
+            });
+        }
+        let runtime = Arc::new(
+            tokio::runtime::Builder::new_current_thread()
+                .thread_name(config.thread_name.clone())
+                .enable_all()
+                .build()?,
+        );
+        let stop = Arc::new(tokio::sync::Notify::new());
+        let (stopped_tx, stopped) = std::sync::mpsc::channel();
+        {
+            let (runtime, stop) = (runtime.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name(config.thread_name.clone())
+                .spawn(move || {
+                    runtime.block_on(stop.notified());
+                    drop(runtime);
+                    let _ = stopped_tx.send(());
+                })?;
+        }
+        Ok(Self {
+            runtime,
+            driver: Some((stop, stopped)),
+        })
+    }
+
+    fn handle(&self) -> tokio::runtime::Handle {
+        self.runtime.handle().clone()
+    }
+
+    /// Stops the runtime, waiting up to `timeout` for its threads; the futures left
+    /// are dropped.
+    fn shutdown(self, timeout: std::time::Duration) {
+        let Self { runtime, driver } = self;
+        if let Some((stop, stopped)) = driver {
+            // Stored if the thread is not waiting yet: it returns at once then.
+            stop.notify_one();
+            // It returns at the next `.await` of the future it is polling; one
+            // that blocks its thread past the timeout is left to it (the thread
+            // then drops the runtime when it gets back).
+            if stopped.recv_timeout(timeout).is_err() {
+                return;
+            }
+        }
+        let Ok(runtime) = Arc::try_unwrap(runtime) else {
+            return; // the driver thread still holds it: it drops it on its way out
+        };
+        if tokio::runtime::Handle::try_current().is_ok() {
+            // Inside some runtime's context (a scheduler shut down from a task),
+            // where blocking to wait is not allowed: let its threads go on their own.
+            runtime.shutdown_background();
+        } else {
+            runtime.shutdown_timeout(timeout);
+        }
     }
 }
 

@@ -253,11 +253,14 @@ impl Builder {
     }
 
     /// The number of threads of the I/O runtime the scheduler owns (the `tokio`
-    /// feature; default: two, or one on a single core). It is a tokio runtime sized
-    /// for I/O, not for computing: async handlers and sockets wait on it, processes
-    /// compute on the workers. Built with the first future, so a scheduler that
-    /// does no I/O starts no thread; shut down last at the scheduler's shutdown.
-    /// Ignored if [`io_runtime`](Self::io_runtime) gives the application's own.
+    /// feature; default one). It is a tokio runtime sized for I/O, not for
+    /// computing: async handlers and sockets wait on it, processes compute on the
+    /// workers. One thread is a current-thread runtime on a thread of its own, which
+    /// hands results to the workers fastest; more make a multi-threaded runtime, for
+    /// futures that compute or for more sockets than one thread can serve. Built
+    /// with the first future, so a scheduler that does no I/O starts no thread; shut
+    /// down last at the scheduler's shutdown. Ignored if
+    /// [`io_runtime`](Self::io_runtime) gives the application's own.
     #[cfg(feature = "tokio")]
     pub fn io_threads(mut self, threads: usize) -> Self {
         self.io.threads = threads.max(1);
