@@ -91,7 +91,7 @@ fn ten_thousand_concurrent_async_yields_from_a_thousand_processes_all_complete()
 
 // ---- errors ----------------------------------------------------------------------
 
-struct Open(&'static str);
+struct Open(String);
 impl Command for Open {
     type Output = ();
 }
@@ -102,7 +102,6 @@ struct Opener;
 impl Opener {
     #[entry]
     fn run(&mut self, what: String) -> Result<String, BoxError> {
-        let what: &'static str = Box::leak(what.into_boxed_str());
         Ok(match yield_cmd!(Open(what)) {
             Ok(()) => "opened".to_owned(),
             Err(error) => {
@@ -118,7 +117,7 @@ fn an_error_keeps_its_source_and_a_panic_gives_a_typed_error() {
     let scheduler = Scheduler::builder()
         .workers(1)
         .async_handler(|Open(what): Open| async move {
-            match what {
+            match what.as_str() {
                 "missing" => Err(std::io::Error::new(
                     std::io::ErrorKind::NotFound,
                     "no such file",
