@@ -196,9 +196,12 @@ impl Handlers {
                         crate::runtime::drop_quietly(command);
                         return;
                     }
-                    drop(work);
                     let (cell, tag) = raw.into_parts();
                     catch_panics(|| call(&mut command, &cell, tag));
+                    // The handler has returned: it answered, or handed the completer
+                    // on (whose `is_wanted` then says only whether the process
+                    // lives). Either way the job is no longer this pool's to skip.
+                    cell.handle().shared().in_flight().remove(&work);
                 }));
             }
         }

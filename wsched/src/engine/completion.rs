@@ -7,7 +7,6 @@ use std::cell::{Cell, RefCell};
 
 use crate::engine::cell::{CellRef, RefStock};
 use crate::engine::handle::Handle;
-use crate::engine::hooks::{Hooks, Layers};
 use crate::engine::process::{drop_quietly, Completion, Event};
 use crate::error::YieldError;
 use crate::payload::Payload;
@@ -207,9 +206,6 @@ impl RawCompleter {
             direct.stock().put_back(cell);
             return;
         }
-        if cell.has_work_out() {
-            completing(&cell, tag);
-        }
         let event = Event::Completion(Completion {
             tag,
             result: result(),
@@ -244,15 +240,6 @@ impl RawCompleter {
     pub(crate) fn handle(&self) -> &Handle {
         self.cell.handle()
     }
-}
-
-/// Tells the layers that the completion of the yield `tag` of `cell`'s process,
-/// which has had work in flight, is being delivered. Out of line: most processes
-/// never get here, and the path of every completion stays short.
-#[cold]
-#[inline(never)]
-fn completing(cell: &CellRef, tag: Tag) {
-    <Layers as Hooks>::completing(cell.handle().shared(), cell, tag);
 }
 
 /// A completer dropped without completing its yield completes it as dropped (or,

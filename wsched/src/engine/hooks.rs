@@ -53,11 +53,6 @@ pub(crate) trait Hooks {
     /// either ([`may_have_pending`]).
     fn withdraw(shared: &Shared, task: &CellRef, tag: Tag);
 
-    /// A completion of the yield `tag` of `cell`'s process, made away from its
-    /// worker, is about to be delivered: the work that made it is done. Called only
-    /// for a process that has had work in flight (`CellRef::has_work_out`).
-    fn completing(shared: &Shared, cell: &CellRef, tag: Tag);
-
     /// After each run of a process on a worker, and once more as the worker exits:
     /// settles what the run left to settle once it is over (replies dropped while it
     /// unwound).

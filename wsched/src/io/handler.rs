@@ -347,6 +347,7 @@ impl Pending {
             return;
         }
         self.counts.count(counter);
+        raw.cell().handle().shared().in_flight().remove(&self.work);
         if self.deadline {
             // Before the completion, which lets the process reuse the tag.
             let cell = raw.cell();

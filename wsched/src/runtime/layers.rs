@@ -81,11 +81,6 @@ impl Hooks for Layers {
         }
     }
 
-    #[inline]
-    fn completing(shared: &Shared, cell: &CellRef, tag: Tag) {
-        shared.in_flight().completed(cell.pid(), tag);
-    }
-
     #[inline(always)]
     fn after_run() {
         crate::services::calls::unwound::settle();

@@ -28,9 +28,14 @@
 //! Nothing is added to a process's cell but one sticky flag (`has_work_out`, set the
 //! first time work is registered for it), so processes that never use such a
 //! handler never look here: not when they withdraw a yield, not when they end, not
-//! when a completion reaches them. An entry leaves the table when its completion is
-//! delivered, when whoever ran it lets go of it after an abort, and when its process
-//! ends.
+//! when a completion reaches them. An entry leaves the table when whoever runs the
+//! work lets go of it (an async task that answered or was aborted, a blocking job
+//! whose handler returned or that was skipped), and when its process ends.
+//!
+//! The shards are plain locks, not the model checker's: nothing inside them is a
+//! scheduling point (a map operation, an `Arc` clone), so a loom model gains
+//! nothing from them but states to explore; the protocol between the parties — who
+//! claims the work — is each [`Work`]'s own lock, which the models check.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64 as StatCounter, Ordering as StatOrdering};
@@ -60,7 +65,7 @@ type Shard = HashMap<Pid, Vec<Arc<Work>>, FastHash>;
 
 /// The table of work in flight (see the module's documentation).
 pub(crate) struct InFlight {
-    shards: Box<[CachePadded<Mutex<Shard>>]>,
+    shards: Box<[CachePadded<parking_lot::Mutex<Shard>>]>,
     /// Work claimed by its process giving up on it (or by the shutdown) before its
     /// result: futures aborted, blocking jobs skipped or left to finish unread. A
     /// statistic, so a plain std atomic even under loom.
@@ -75,7 +80,7 @@ impl InFlight {
         }
     }
 
-    fn shard(&self, pid: Pid) -> &Mutex<Shard> {
+    fn shard(&self, pid: Pid) -> &parking_lot::Mutex<Shard> {
         &self.shards[pid.as_u64() as usize % SHARDS]
     }
 
@@ -148,18 +153,6 @@ impl InFlight {
             left.extend(shard.lock().drain().flat_map(|(_, list)| list));
         }
         self.abort_each(left)
-    }
-
-    /// The completion of the yield `tag` of `pid` is being delivered: its work, done,
-    /// leaves the table.
-    pub(crate) fn completed(&self, pid: Pid, tag: Tag) {
-        let mut shard = self.shard(pid).lock();
-        if let Some(list) = shard.get_mut(&pid) {
-            list.retain(|work| work.tag != tag);
-            if list.is_empty() {
-                shard.remove(&pid);
-            }
-        }
     }
 
     /// Takes `work` out of the table, if it is still there.
@@ -423,7 +416,7 @@ mod tests {
         let work = table.start(&cell, Tag(9), name, Some(counts.clone()));
         work.set_abort(counter_abort(&aborts));
         assert!(work.claim(Claim::Result));
-        table.completed(cell.pid(), Tag(9));
+        table.remove(&work);
         assert!(!work.claim(Claim::Deadline));
         assert_eq!(table.release(cell.pid()), 0);
         work.set_abort(counter_abort(&aborts));

@@ -40,21 +40,15 @@ fn a_result_racing_a_withdrawal_ends_the_work_once() {
         let work = table.start(&cell, Tag(1), name, None);
         work.set_abort(counting(&aborts));
         let finisher = {
-            let (table, work, pid) = (table.clone(), work.clone(), cell.pid());
+            let (table, work) = (table.clone(), work.clone());
             loom::thread::spawn(move || {
                 let won = work.claim(Claim::Result);
-                if won {
-                    // What delivering the completion does.
-                    table.completed(pid, Tag(1));
-                }
+                // What the task does as it answers, or lets go after an abort.
+                table.remove(&work);
                 won
             })
         };
         let withdrawn = table.withdraw(cell.pid(), Tag(1));
-        if withdrawn == 1 {
-            // What the aborted future's drop does.
-            table.remove(&work);
-        }
         let delivered = finisher.join().unwrap();
         assert_eq!(usize::from(delivered) + withdrawn, 1, "exactly one ends it");
         assert_eq!(
@@ -106,9 +100,7 @@ fn a_deadline_racing_the_result_ends_the_work_once() {
             })
         };
         let delivered = work.claim(Claim::Result);
-        if delivered {
-            table.completed(cell.pid(), Tag(1));
-        }
+        table.remove(&work);
         let timed_out = timer.join().unwrap();
         assert!(delivered != timed_out, "exactly one ends it");
         assert_eq!(WorkCounts::read(&counts.timed_out), u64::from(timed_out));
