@@ -29,13 +29,13 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-/// The metrics of the test's own async handler (the built-in TCP ones are listed
-/// too).
+/// The metrics of the test's own async handler (the built-in TCP and UDP ones are
+/// listed too).
 fn ours(metrics: &wsched::Metrics) -> wsched::io::AsyncHandlerMetrics {
     let mine: Vec<_> = metrics
         .async_handlers
         .iter()
-        .filter(|h| !h.command.contains("::tcp::"))
+        .filter(|h| !h.command.contains("::tcp::") && !h.command.contains("::udp::"))
         .collect();
     assert_eq!(mine.len(), 1, "one handler of the test's own: {metrics:?}");
     mine[0].clone()

@@ -662,3 +662,283 @@ fn binding_an_address_in_use_fails_at_once() {
     .expect_err("the address is taken");
     assert_eq!(error.kind(), ErrorKind::AddrInUse);
 }
+
+// ===== UDP =====
+//
+// As for TCP: loopback only, ports the system picks, every wait bounded. A
+// std::net::UdpSocket is the peer, with a read timeout.
+
+use wsched::io::udp::{UdpEvent, UdpSocket};
+
+/// A std socket on loopback, with bounded receives.
+fn udp_peer() -> std::net::UdpSocket {
+    let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    peer.set_read_timeout(Some(PATIENCE)).unwrap();
+    peer
+}
+
+/// Binds a socket of its own, tells where, then answers `rounds` datagrams with
+/// the same bytes in upper case, and returns how many bytes it sent.
+struct Upper {
+    handle: Handle,
+    report: Pid,
+}
+
+struct BoundAt(SocketAddr);
+
+#[process]
+impl Upper {
+    #[entry]
+    fn serve(&mut self, rounds: usize) -> Result<usize, BoxError> {
+        let socket = UdpSocket::bind(&self.handle, "127.0.0.1:0")?;
+        assert_eq!(socket.owner(), None, "no owner until set");
+        socket.set_owner(this::pid());
+        this::send(self.report, BoundAt(socket.local_addr()))?;
+        let mut sent = 0;
+        for _ in 0..rounds {
+            socket.active_once();
+            match recv!(UdpEvent, timeout = PATIENCE)? {
+                UdpEvent::Datagram {
+                    socket: id,
+                    from,
+                    bytes,
+                } => {
+                    assert_eq!(id, socket.id());
+                    let n = yield_cmd!(socket.send_to(bytes.to_ascii_uppercase(), from))?;
+                    assert_eq!(n, bytes.len());
+                    sent += n;
+                }
+                UdpEvent::Error { error, .. } => return Err(error.into()),
+            }
+        }
+        Ok(sent)
+    }
+}
+
+#[test]
+fn a_datagram_reaches_the_owner_and_its_reply_comes_back() {
+    let scheduler = scheduler();
+    let inbox = scheduler.inbox().unwrap();
+    let upper = Upper {
+        handle: scheduler.handle(),
+        report: inbox.pid(),
+    };
+    let pid = scheduler.spawn(upper, Upper::SERVE, (3_usize,)).unwrap();
+    let BoundAt(addr) = inbox_recv::<BoundAt>(&inbox);
+    assert!(addr.ip().is_loopback() && addr.port() != 0);
+    let peer = udp_peer();
+    let mut total = 0;
+    for word in ["ping", "", "hello there"] {
+        peer.send_to(word.as_bytes(), addr).unwrap();
+        let mut answer = [0; 64];
+        let (n, from) = peer.recv_from(&mut answer).expect("an answer in time");
+        assert_eq!(from, addr);
+        assert_eq!(&answer[..n], word.to_ascii_uppercase().as_bytes());
+        total += n;
+    }
+    let sent = scheduler.wait_timeout(pid, PATIENCE).unwrap();
+    assert_eq!(sent.downcast::<usize>().unwrap(), total);
+}
+
+/// Receives a socket, then asks for as many datagrams as it is told, and reports
+/// what came: the datagrams asked for, and whether anything came beyond them.
+struct DatagramSipper {
+    report: Pid,
+}
+
+#[derive(Debug)]
+struct SippedDatagrams {
+    datagrams: Vec<Vec<u8>>,
+    extra: bool,
+}
+
+#[process]
+impl DatagramSipper {
+    #[entry]
+    fn sip(&mut self) -> Result<(), BoxError> {
+        let socket = recv!(UdpSocket)?;
+        assert_eq!(socket.owner(), Some(this::pid()), "handed over");
+        loop {
+            let Permit(n) = recv!(Permit)?;
+            for _ in 0..n {
+                socket.active_once();
+            }
+            let mut datagrams = Vec::new();
+            for _ in 0..n {
+                match recv!(UdpEvent, timeout = PATIENCE)? {
+                    UdpEvent::Datagram { bytes, .. } => datagrams.push(bytes),
+                    other => return Err(format!("expected a datagram, got {other:?}").into()),
+                }
+            }
+            let extra = match recv!(UdpEvent, timeout = Duration::from_millis(100)) {
+                Err(RecvError::Timeout) => false,
+                Ok(_) => true,
+                Err(other) => return Err(other.into()),
+            };
+            this::send(self.report, SippedDatagrams { datagrams, extra })?;
+        }
+    }
+}
+
+#[test]
+fn active_once_delivers_one_datagram_per_call_and_no_more() {
+    let scheduler = scheduler();
+    let inbox = scheduler.inbox().unwrap();
+    let socket = UdpSocket::bind(&scheduler.handle(), "127.0.0.1:0").unwrap();
+    assert_eq!(socket.owner(), None, "bound outside a process");
+    // Far more than is asked for, all waiting before the first call (a send on
+    // loopback is in the receiver's buffer when it returns).
+    let peer = udp_peer();
+    let sent: Vec<Vec<u8>> = (0..10).map(|n| format!("datagram {n}").into()).collect();
+    for datagram in &sent {
+        peer.send_to(datagram, socket.local_addr()).unwrap();
+    }
+    let sipper = DatagramSipper {
+        report: inbox.pid(),
+    };
+    let pid = scheduler.spawn(sipper, DatagramSipper::SIP, ()).unwrap();
+    socket.set_owner(pid);
+    assert_eq!(socket.owner(), Some(pid));
+    scheduler.send(pid, socket).unwrap();
+
+    let mut received = Vec::new();
+    for n in [1, 3, 2] {
+        scheduler.send(pid, Permit(n)).unwrap();
+        let sipped = inbox_recv::<SippedDatagrams>(&inbox);
+        assert_eq!(sipped.datagrams.len(), n, "one datagram per call");
+        assert!(!sipped.extra, "a datagram came that was not asked for");
+        received.extend(sipped.datagrams);
+    }
+    // Whole, one per message, in the order sent.
+    assert_eq!(received, sent[..6]);
+}
+
+/// Binds a socket of its own, tells where, and waits (for ever).
+struct UdpIdle {
+    handle: Handle,
+    report: Pid,
+}
+
+#[process]
+impl UdpIdle {
+    #[entry]
+    fn idle(&mut self) -> Result<(), BoxError> {
+        let socket = UdpSocket::bind(&self.handle, "127.0.0.1:0")?;
+        socket.set_owner(this::pid());
+        socket.active_once(); // a receive under way must not keep it open
+        this::send(self.report, BoundAt(socket.local_addr()))?;
+        recv!(String)?;
+        Ok(())
+    }
+}
+
+/// Binds `addr` again with a std socket, retrying for a while: the port is free
+/// once the socket is closed.
+fn rebind(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        match std::net::UdpSocket::bind(addr) {
+            Err(error)
+                if error.kind() == ErrorKind::AddrInUse && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            bound => return bound,
+        }
+    }
+}
+
+#[test]
+fn killing_the_owning_process_closes_its_udp_socket() {
+    let scheduler = scheduler();
+    let inbox = scheduler.inbox().unwrap();
+    let idle = UdpIdle {
+        handle: scheduler.handle(),
+        report: inbox.pid(),
+    };
+    let pid = scheduler.spawn(idle, UdpIdle::IDLE, ()).unwrap();
+    let BoundAt(addr) = inbox_recv::<BoundAt>(&inbox);
+    assert_eq!(
+        std::net::UdpSocket::bind(addr).unwrap_err().kind(),
+        ErrorKind::AddrInUse,
+        "open while its process lives"
+    );
+    let down = scheduler.monitor(pid);
+    scheduler.kill(pid).unwrap();
+    assert_eq!(
+        down.wait_timeout(PATIENCE).unwrap().reason,
+        ExitReason::Killed
+    );
+    rebind(addr).expect("the port is free again");
+}
+
+#[test]
+fn dropping_a_udp_socket_closes_it_at_once() {
+    let scheduler = scheduler();
+    let socket = UdpSocket::bind(&scheduler.handle(), "127.0.0.1:0").unwrap();
+    let addr = socket.local_addr();
+    socket.active_once(); // its receiver waits for a datagram
+    drop(socket);
+    // No retry: the socket is closed when the drop returns.
+    std::net::UdpSocket::bind(addr).expect("the port is free again");
+}
+
+/// Sends `bytes` to `to` through a socket of its own (or, with `drop_first`,
+/// through one dropped before the send), and returns what the failure says.
+struct SendInVain {
+    handle: Handle,
+}
+
+#[process]
+impl SendInVain {
+    #[entry]
+    fn send(&mut self, to: SocketAddr, drop_first: bool) -> Result<(ErrorKind, String), BoxError> {
+        // No owner: it only sends.
+        let socket = UdpSocket::bind(&self.handle, "127.0.0.1:0")?;
+        let send = socket.send_to("anyone there?", to);
+        if drop_first {
+            drop(socket);
+        }
+        match yield_cmd!(send) {
+            Ok(n) => Err(format!("sent {n} bytes").into()),
+            Err(YieldError::Failed { source, .. }) => {
+                let error = source
+                    .downcast_ref::<std::io::Error>()
+                    .ok_or("the source is not an io::Error")?;
+                Ok((error.kind(), error.to_string()))
+            }
+            Err(other) => Err(other.into()),
+        }
+    }
+}
+
+#[test]
+fn a_udp_send_the_system_refuses_fails_with_its_io_error() {
+    let scheduler = scheduler();
+    let spawn = |to: SocketAddr, drop_first: bool| {
+        let sender = SendInVain {
+            handle: scheduler.handle(),
+        };
+        let pid = scheduler
+            .spawn(sender, SendInVain::SEND, (to, drop_first))
+            .unwrap();
+        scheduler
+            .wait_timeout(pid, PATIENCE)
+            .unwrap()
+            .downcast::<(ErrorKind, String)>()
+            .unwrap()
+    };
+    // An IPv6 address from an IPv4 socket: no system sends that (the kind is the
+    // system's own, not asserted).
+    let v6: SocketAddr = "[::1]:9".parse().unwrap();
+    let (_, message) = spawn(v6, false);
+    assert!(
+        message.contains(&format!("cannot send to {v6}")),
+        "{message}"
+    );
+    // Through a socket dropped before the send: ours to say.
+    let v4: SocketAddr = "127.0.0.1:9".parse().unwrap();
+    let (kind, message) = spawn(v4, true);
+    assert_eq!(kind, ErrorKind::NotConnected, "{message}");
+    assert!(message.contains("is closed"), "{message}");
+}

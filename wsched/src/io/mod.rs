@@ -21,6 +21,8 @@
 //!   down.
 //! * [`tcp`] makes sockets processes, the Erlang way: a listener spawns a process per
 //!   connection, which reads a chunk only when it asks for one.
+//! * [`udp`] does the same for UDP: a socket is a process's, which receives a
+//!   datagram only when it asks for one, and sends with a command.
 //!
 //! May use: `command`, `services`, `observe`, `engine`, `time`, the crate root.
 //!
@@ -29,10 +31,12 @@
 //! | `runtime.rs` | the tokio runtime futures run on: owned or borrowed, started lazily, shut down last |
 //! | `handler.rs` | async handlers: options, the future's life from spawn to completion or abort, their metrics |
 //! | `tcp.rs` | TCP listeners and connections as processes |
+//! | `udp.rs` | UDP sockets as processes |
 
 pub(crate) mod handler;
 pub(crate) mod runtime;
 pub mod tcp;
+pub mod udp;
 
 pub use handler::{AsyncHandlerMetrics, AsyncOptions, IoContext, WhenFull};
 pub(crate) use runtime::IoRuntime;

@@ -23,7 +23,7 @@
 //! listener and the reader of each connection are tokio tasks, writes are futures
 //! of the built-in async handlers. Processes never block.
 //!
-//! UDP is not there yet.
+//! For UDP sockets, see [`udp`](super::udp).
 //!
 //! # Example
 //!

@@ -138,7 +138,8 @@ pub struct Metrics {
     pub aborted_work: u64,
     /// One entry per async handler (the `tokio` feature): the user's, in
     /// registration order, then the built-in ones of the TCP commands
-    /// ([`wsched::io::tcp`](crate::io::tcp)) that the user did not replace.
+    /// ([`wsched::io::tcp`](crate::io::tcp)) and of the UDP command
+    /// ([`wsched::io::udp`](crate::io::udp)) that the user did not replace.
     #[cfg(feature = "tokio")]
     pub async_handlers: Vec<AsyncHandlerMetrics>,
 }

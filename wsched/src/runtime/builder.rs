@@ -499,7 +499,10 @@ impl Builder {
                 counts.push((handler.command, handler.counts));
                 registrations.push(handler.registration);
             }
-            for handler in crate::io::tcp::registrations() {
+            for handler in crate::io::tcp::registrations()
+                .into_iter()
+                .chain(crate::io::udp::registrations())
+            {
                 if !replaced.contains(&handler.command) {
                     counts.push((handler.command, handler.counts));
                 }
