@@ -30,9 +30,11 @@
 //! |---|---|
 //! | `runtime.rs` | the tokio runtime futures run on: owned or borrowed, started lazily, shut down last |
 //! | `handler.rs` | async handlers: options, the future's life from spawn to completion or abort, their metrics |
+//! | `active.rs` | the `{active, once}` protocol a socket's owner and its reader share |
 //! | `tcp.rs` | TCP listeners and connections as processes |
 //! | `udp.rs` | UDP sockets as processes |
 
+mod active;
 pub(crate) mod handler;
 pub(crate) mod runtime;
 pub mod tcp;

@@ -74,7 +74,7 @@ use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -82,9 +82,10 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 use tokio::io::AsyncWrite;
 use tokio::net::{TcpListener as TokioListener, TcpStream};
-use tokio::sync::{watch, Notify, Semaphore};
+use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 
+use super::active::Active;
 use super::handler::{AsyncOptions, AsyncRegistration, IoContext};
 use crate::engine::context::Context;
 use crate::engine::handle::Handle;
@@ -96,9 +97,7 @@ use crate::error::{InitError, StepError, YieldError};
 use crate::payload::{Payload, Payloads};
 use crate::pid::Pid;
 
-/// How much a connection reads at most per [`TcpConn::active_once`], unless
-/// [`TcpConn::set_read_chunk`] says otherwise.
-pub const DEFAULT_READ_CHUNK: usize = 64 * 1024;
+pub use super::active::DEFAULT_READ_CHUNK;
 
 /// How long a listener stops accepting after an error that is not one
 /// connection's (out of file descriptors, of memory): accepting again at once
@@ -194,20 +193,10 @@ struct Conn {
     /// that closing takes the socket out — and closes it — at once, on the thread
     /// that closes, wherever the tasks are.
     stream: RwLock<Option<TcpStream>>,
-    /// Chunks the owner asked for and the reader has not read yet.
-    permits: Semaphore,
-    /// Chunks asked for of the reader and not yet sent (its permits, given or
-    /// taken): while it is zero the reader reads nothing, so
-    /// [`TcpConn::active_once`] may read on the spot (see there).
-    pending: AtomicUsize,
     /// Set once `Closed` or `Error` was sent: nothing more is read.
     ended: AtomicBool,
-    /// Where events are sent.
-    handle: Handle,
-    /// The process the reader sends to; `None` until the listener or the connect
-    /// says (a chunk read before then waits).
-    owner: watch::Sender<Option<Pid>>,
-    read_chunk: AtomicUsize,
+    /// The `{active, once}` protocol with the owner (see `active.rs`).
+    active: Active,
     /// Taken by each write and shutdown for its whole length, so that two of them
     /// never interleave their bytes.
     writing: Arc<tokio::sync::Mutex<()>>,
@@ -256,21 +245,13 @@ impl Conn {
     /// copies what came into a vector of its size, so that neither an idle
     /// connection nor a small read holds a chunk-sized allocation.
     fn try_read_chunk(&self) -> Option<io::Result<Vec<u8>>> {
-        thread_local! {
-            static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-        }
-        let chunk = self.read_chunk.load(Ordering::Relaxed);
-        SCRATCH.with(|scratch| {
-            let mut scratch = scratch.borrow_mut();
-            if scratch.len() < chunk {
-                scratch.resize(chunk, 0);
-            }
-            let read = match &*self.stream.read() {
-                Some(stream) => stream.try_read(&mut scratch[..chunk]),
-                None => return None,
-            };
-            Some(read.map(|n| scratch[..n].to_vec()))
-        })
+        let read = self.active.read_scratch(|buffer| {
+            let stream = self.stream.read();
+            stream
+                .as_ref()
+                .map(|stream| stream.try_read(buffer).map(|n| (n, ())))
+        })?;
+        Some(read.map(|(bytes, ())| bytes))
     }
 
     /// The event a read makes, noting the end of reading when it is one.
@@ -290,7 +271,7 @@ impl Conn {
     /// Sends `event` to `owner`; a chunk that cannot be delivered closes the
     /// connection. Returns whether it was delivered.
     fn send(&self, owner: Pid, event: TcpEvent) -> bool {
-        if self.handle.send(owner, event).is_err() {
+        if self.active.handle.send(owner, event).is_err() {
             // A byte stream with a hole in it is worth nothing: the connection is
             // closed, as Erlang closes a socket whose controlling process ended.
             self.close();
@@ -383,7 +364,7 @@ impl Conn {
 /// finds this task waiting on the socket, not on the permit, so giving it wakes no
 /// thread: only the data wakes the task, which then sends it on.
 async fn read_loop(conn: Arc<Conn>) {
-    let mut owner = conn.owner.subscribe();
+    let mut owners = conn.active.subscribe();
     loop {
         let there = poll_fn(|cx| match &*conn.stream.read() {
             Some(stream) => {
@@ -398,23 +379,16 @@ async fn read_loop(conn: Arc<Conn>) {
         if !there {
             return; // closed on this side
         }
-        match conn.permits.acquire().await {
-            Ok(permit) => permit.forget(),
-            Err(_) => return, // never closed
-        }
+        conn.active.permit().await;
         let Some(read) = conn.read_chunk().await else {
             return;
         };
         let event = conn.event(read);
         let last = !matches!(event, TcpEvent::Data { .. });
-        let Ok(to) = owner.wait_for(Option::is_some).await.map(|owner| *owner) else {
-            return; // the sender is the conn's own: never dropped before this task
-        };
-        let to = to.expect("waited for an owner");
+        let to = Active::owner(&mut owners).await;
         let sent = conn.send(to, event);
-        // Counted down only once the chunk is sent: until then the owner cannot
-        // read on its own, so chunks reach it in the order they were read.
-        conn.pending.fetch_sub(1, Ordering::AcqRel);
+        // Only once the chunk is sent: see `active.rs`.
+        conn.active.delivered();
         if !sent || last {
             return;
         }
@@ -451,12 +425,8 @@ impl TcpConn {
         let conn = Arc::new(Conn {
             id: ConnId::next(),
             stream: RwLock::new(Some(stream)),
-            permits: Semaphore::new(0),
-            pending: AtomicUsize::new(0),
             ended: AtomicBool::new(false),
-            handle,
-            owner: watch::Sender::new(owner),
-            read_chunk: AtomicUsize::new(DEFAULT_READ_CHUNK),
+            active: Active::new(handle, owner),
             writing: Arc::new(tokio::sync::Mutex::new(())),
         });
         let reader = tokio::spawn(read_loop(conn.clone())).abort_handle();
@@ -503,34 +473,24 @@ impl TcpConn {
         if conn.ended.load(Ordering::Acquire) {
             return;
         }
-        // Nothing outstanding: the reader is not reading, and will not until it
-        // gets a permit, which only the owner gives — here.
-        if conn.pending.load(Ordering::Acquire) == 0 {
-            if let Some(owner) = *conn.owner.borrow() {
-                match conn.try_read_chunk() {
-                    None => return, // closed on this side
-                    Some(Err(error)) if error.kind() == io::ErrorKind::WouldBlock => {}
-                    Some(read) => {
-                        let event = conn.event(read);
-                        conn.send(owner, event);
-                        return;
-                    }
-                }
-            }
-        }
-        conn.pending.fetch_add(1, Ordering::AcqRel);
-        conn.permits.add_permits(1);
+        conn.active.ask(
+            || conn.try_read_chunk(),
+            |owner, read| {
+                let event = conn.event(read);
+                conn.send(owner, event);
+            },
+        );
     }
 
     /// How much one [`active_once`](Self::active_once) reads at most, from the next
     /// read on (at least 1; default [`DEFAULT_READ_CHUNK`], 64 KiB).
     pub fn set_read_chunk(&self, bytes: usize) {
-        self.conn.read_chunk.store(bytes.max(1), Ordering::Relaxed);
+        self.conn.active.set_read_chunk(bytes);
     }
 
     /// How much one [`active_once`](Self::active_once) reads at most.
     pub fn read_chunk(&self) -> usize {
-        self.conn.read_chunk.load(Ordering::Relaxed)
+        self.conn.active.read_chunk()
     }
 
     /// Makes `pid` the owner: the process the connection's [`TcpEvent`]s go to from
@@ -542,14 +502,14 @@ impl TcpConn {
     /// refuses it), the connection is closed: a byte stream with a hole in it would
     /// be worth nothing.
     pub fn set_owner(&self, pid: Pid) {
-        self.conn.owner.send_replace(Some(pid));
+        self.conn.active.set_owner(pid);
     }
 
     /// The process the connection's [`TcpEvent`]s go to. A listener sets it right
     /// after it spawned the process, which may see `None` in its first steps (a
     /// chunk it asks for then waits for the owner, and comes to it).
     pub fn owner(&self) -> Option<Pid> {
-        *self.conn.owner.borrow()
+        self.conn.active.current_owner()
     }
 
     /// The command that writes `bytes`, all of them:
@@ -1032,13 +992,7 @@ async fn accept_loop<P, F>(
         // A failed spawn drops the connection with the process, closing it.
         if let Ok(pid) = handle.spawn_detached(process, entry, (conn,)) {
             // Unless the process has already handed the connection on.
-            shared.owner.send_if_modified(|owner| {
-                let unset = owner.is_none();
-                if unset {
-                    *owner = Some(pid);
-                }
-                unset
-            });
+            shared.active.set_owner_if_unset(pid);
         }
     }
 }

@@ -90,24 +90,21 @@ use std::future::poll_fn;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 
 use parking_lot::RwLock;
 use tokio::net::UdpSocket as TokioSocket;
-use tokio::sync::{watch, Semaphore};
 use tokio::task::AbortHandle;
 
+use super::active::Active;
 use super::handler::{AsyncOptions, AsyncRegistration};
 use crate::engine::handle::Handle;
 use crate::engine::process::{panic_message, Command};
 use crate::pid::Pid;
 
-/// How much a socket receives at most per [`UdpSocket::active_once`] (the largest
-/// datagram it takes whole), unless [`UdpSocket::set_read_chunk`] says otherwise:
-/// 64 KiB, more than any UDP datagram over IPv4.
-pub const DEFAULT_READ_CHUNK: usize = 64 * 1024;
+pub use super::active::DEFAULT_READ_CHUNK;
 
 // ===== SocketId =====
 
@@ -196,18 +193,8 @@ struct Shared {
     /// closing takes the socket out — and closes it — at once, wherever the tasks
     /// are.
     socket: RwLock<Option<TokioSocket>>,
-    /// Datagrams the owner asked for and the receiver has not received yet.
-    permits: Semaphore,
-    /// Datagrams asked of the receiver and not yet sent on (its permits, given or
-    /// taken): while it is zero the receiver receives nothing, so
-    /// [`UdpSocket::active_once`] may receive on the spot.
-    pending: AtomicUsize,
-    /// Where events are sent.
-    handle: Handle,
-    /// The process the receiver sends to; `None` until someone says (a datagram
-    /// asked for before then waits for it).
-    owner: watch::Sender<Option<Pid>>,
-    read_chunk: AtomicUsize,
+    /// The `{active, once}` protocol with the owner (see `active.rs`).
+    active: Active,
 }
 
 impl Shared {
@@ -229,20 +216,9 @@ impl Shared {
     /// so that neither an idle socket nor a small datagram holds a chunk-sized
     /// allocation.
     fn try_recv(&self) -> Option<io::Result<(Vec<u8>, SocketAddr)>> {
-        thread_local! {
-            static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-        }
-        let chunk = self.read_chunk.load(Ordering::Relaxed);
-        SCRATCH.with(|scratch| {
-            let mut scratch = scratch.borrow_mut();
-            if scratch.len() < chunk {
-                scratch.resize(chunk, 0);
-            }
-            let received = match &*self.socket.read() {
-                Some(socket) => socket.try_recv_from(&mut scratch[..chunk]),
-                None => return None,
-            };
-            Some(received.map(|(n, from)| (scratch[..n].to_vec(), from)))
+        self.active.read_scratch(|buffer| {
+            let socket = self.socket.read();
+            socket.as_ref().map(|socket| socket.try_recv_from(buffer))
         })
     }
 
@@ -281,7 +257,7 @@ impl Shared {
     /// or its bounded mailbox refuses it) is dropped, as the network may drop a
     /// datagram: unlike a byte stream's, the next datagrams are worth as much.
     fn send(&self, owner: Pid, event: UdpEvent) {
-        let _ = self.handle.send(owner, event);
+        let _ = self.active.handle.send(owner, event);
     }
 
     /// Sends `send.bytes` now if the socket takes it, on the worker that dispatches
@@ -337,7 +313,7 @@ impl Shared {
 /// nothing (the datagram stays for the receive), and any answer — an address, or
 /// an error the receive will report — means there is something to receive.
 async fn recv_loop(shared: Arc<Shared>) {
-    let mut owner = shared.owner.subscribe();
+    let mut owners = shared.active.subscribe();
     loop {
         let there = poll_fn(|cx| match &*shared.socket.read() {
             Some(socket) => socket.poll_peek_sender(cx).map(|_| true),
@@ -347,21 +323,15 @@ async fn recv_loop(shared: Arc<Shared>) {
         if !there {
             return; // closed
         }
-        match shared.permits.acquire().await {
-            Ok(permit) => permit.forget(),
-            Err(_) => return, // never closed
-        }
+        shared.active.permit().await;
         let Some(received) = shared.recv().await else {
             return;
         };
         let event = shared.event(received);
-        let Ok(to) = owner.wait_for(Option::is_some).await.map(|owner| *owner) else {
-            return; // the sender is the socket's own: never dropped before this task
-        };
-        shared.send(to.expect("waited for an owner"), event);
-        // Counted down only once the datagram is sent on: until then the owner
-        // cannot receive on its own, so datagrams reach it in the order received.
-        shared.pending.fetch_sub(1, Ordering::AcqRel);
+        let to = Active::owner(&mut owners).await;
+        shared.send(to, event);
+        // Only once the datagram is sent on: see `active.rs`.
+        shared.active.delivered();
     }
 }
 
@@ -415,11 +385,7 @@ impl UdpSocket {
         let shared = Arc::new(Shared {
             id: SocketId::next(),
             socket: RwLock::new(Some(socket)),
-            permits: Semaphore::new(0),
-            pending: AtomicUsize::new(0),
-            handle: handle.clone(),
-            owner: watch::Sender::new(None),
-            read_chunk: AtomicUsize::new(DEFAULT_READ_CHUNK),
+            active: Active::new(handle.clone(), None),
         });
         let receiver = runtime.spawn(recv_loop(shared.clone())).abort_handle();
         Ok(UdpSocket {
@@ -456,37 +422,22 @@ impl UdpSocket {
     /// socket's receiver waits for it.
     pub fn active_once(&self) {
         let shared = &self.shared;
-        // Nothing outstanding: the receiver is not receiving, and will not until it
-        // gets a permit, which only the owner gives — here.
-        if shared.pending.load(Ordering::Acquire) == 0 {
-            if let Some(owner) = *shared.owner.borrow() {
-                match shared.try_recv() {
-                    None => return, // closed
-                    Some(Err(error)) if error.kind() == io::ErrorKind::WouldBlock => {}
-                    Some(received) => {
-                        let event = shared.event(received);
-                        shared.send(owner, event);
-                        return;
-                    }
-                }
-            }
-        }
-        shared.pending.fetch_add(1, Ordering::AcqRel);
-        shared.permits.add_permits(1);
+        shared.active.ask(
+            || shared.try_recv(),
+            |owner, received| shared.send(owner, shared.event(received)),
+        );
     }
 
     /// How much one [`active_once`](Self::active_once) receives at most, from the
     /// next datagram on (at least 1; default [`DEFAULT_READ_CHUNK`], 64 KiB). The
     /// rest of a longer datagram is lost.
     pub fn set_read_chunk(&self, bytes: usize) {
-        self.shared
-            .read_chunk
-            .store(bytes.max(1), Ordering::Relaxed);
+        self.shared.active.set_read_chunk(bytes);
     }
 
     /// How much one [`active_once`](Self::active_once) receives at most.
     pub fn read_chunk(&self) -> usize {
-        self.shared.read_chunk.load(Ordering::Relaxed)
+        self.shared.active.read_chunk()
     }
 
     /// Makes `pid` the owner: the process the socket's [`UdpEvent`]s go to from
@@ -500,14 +451,14 @@ impl UdpSocket {
     /// A datagram that cannot be sent to the owner (it has ended, or its bounded
     /// mailbox refuses it) is dropped, as the network might have dropped it.
     pub fn set_owner(&self, pid: Pid) {
-        self.shared.owner.send_replace(Some(pid));
+        self.shared.active.set_owner(pid);
     }
 
     /// The process the socket's [`UdpEvent`]s go to: the last
     /// [`set_owner`](Self::set_owner)'s; `None` before (a datagram asked for then
     /// waits for the owner, and comes to it).
     pub fn owner(&self) -> Option<Pid> {
-        *self.shared.owner.borrow()
+        self.shared.active.current_owner()
     }
 
     /// The command that sends `bytes` as one datagram to `to`:
