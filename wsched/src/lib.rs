@@ -181,6 +181,8 @@ mod payload;
 mod pid;
 mod runtime;
 mod services;
+#[cfg(feature = "sim")]
+pub mod sim;
 mod spin_lock;
 pub mod supervisor;
 mod tag;
