@@ -90,9 +90,21 @@ impl Registration {
     }
 
     /// The command's type name.
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "tokio", feature = "sim")), allow(dead_code))]
     pub(crate) fn command(&self) -> &'static str {
         self.command
+    }
+
+    /// The command's type.
+    #[cfg(feature = "sim")]
+    pub(crate) fn type_id(&self) -> TypeId {
+        self.type_id
+    }
+
+    /// Where the handler runs.
+    #[cfg(feature = "sim")]
+    pub(crate) fn placement(&self) -> Placement {
+        self.placement
     }
 
     /// This registration, for a scheduler that times its steps: a handler that runs

@@ -100,6 +100,22 @@ impl Context {
         }
     }
 
+    /// The runtime's clock: the time its timers and timeouts are measured by. Read
+    /// time here rather than from `Instant::now`, so that a simulation (the `sim`
+    /// feature) controls it: there it is virtual time.
+    #[inline]
+    pub fn now(&self) -> std::time::Instant {
+        crate::time::clock::now()
+    }
+
+    /// A random number from the runtime. Draw randomness here rather than from a
+    /// generator of your own, so that a simulation (the `sim` feature) replays it:
+    /// there it comes from the simulation's seed. Not for cryptography.
+    #[inline]
+    pub fn random(&self) -> u64 {
+        crate::engine::random::draw()
+    }
+
     /// Sends `message` to `to`, as coming from this process. A full bounded mailbox
     /// rejects it or drops its oldest message, as [`Handle::send`](crate::Handle::send)
     /// says.

@@ -475,10 +475,18 @@ impl Worker {
     #[inline]
     pub(crate) fn run_next(&mut self) -> bool {
         let shared = self.handle.shared();
-        let index = self.index;
         let Some(task) = self.core.borrow_mut().next_task(shared) else {
             return false;
         };
+        self.run(task);
+        true
+    }
+
+    /// Steps `task`, a process this worker took from a queue.
+    #[inline]
+    fn run(&mut self, task: Task) {
+        let shared = self.handle.shared();
+        let index = self.index;
         shared.counters[index].steps.add(1);
         // `run_task` takes the task out only to requeue it (moving the reference
         // count into the queue instead of cloning it); until then it is here for
@@ -495,7 +503,34 @@ impl Worker {
         // Replies dropped while the run unwound answer now that a panic that ended
         // the process has ended it (see `services/calls.rs`).
         <Layers as Hooks>::after_run();
-        true
+    }
+
+    /// Moves every process runnable on this worker's queues into `into`: its LIFO
+    /// slot, then its deque, then the global queue. A simulation's driver, the only
+    /// worker of its scheduler, chooses among them itself.
+    #[cfg(feature = "sim")]
+    pub(crate) fn take_runnable(&mut self, into: &mut Vec<Task>) {
+        let shared = self.handle.shared();
+        let mut core = self.core.borrow_mut();
+        into.extend(shared.lifo(self.index).take());
+        while let Some(task) = core.local.pop() {
+            into.push(task);
+        }
+        while let Some(task) = shared.inject.pop() {
+            into.push(task);
+        }
+    }
+
+    /// Whether this worker's deque holds a process.
+    #[cfg(feature = "sim")]
+    pub(crate) fn has_local(&self) -> bool {
+        self.core.borrow().local.has_tasks()
+    }
+
+    /// Steps `task`, taken by [`take_runnable`](Self::take_runnable).
+    #[cfg(feature = "sim")]
+    pub(crate) fn step(&mut self, task: Task) {
+        self.run(task);
     }
 
     /// Takes the worker off its thread, once the scheduler has terminated.

@@ -34,6 +34,8 @@ pub(crate) struct IoConfig {
     pub(crate) shutdown_timeout: Duration,
     /// Prefix of an owned runtime's thread names.
     pub(crate) thread_name: String,
+    /// A simulation's scheduler, which does no real I/O: the runtime never starts.
+    pub(crate) simulated: bool,
 }
 
 impl IoConfig {
@@ -43,6 +45,7 @@ impl IoConfig {
             borrowed: None,
             shutdown_timeout: Duration::from_secs(1),
             thread_name: format!("{thread_name}-io"),
+            simulated: false,
         }
     }
 }
@@ -83,6 +86,13 @@ impl IoRuntime {
     /// When the scheduler has shut down, or the owned runtime cannot be built (its
     /// threads cannot start).
     pub(crate) fn handle(&self) -> Result<&tokio::runtime::Handle, std::io::Error> {
+        if self.config.simulated {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "a simulation does no real I/O: sockets and async handlers need a real \
+                 scheduler (give the command a simulated handler instead)",
+            ));
+        }
         if self.closed.load(Ordering::Acquire) {
             return Err(shut_down());
         }

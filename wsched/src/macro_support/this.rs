@@ -124,6 +124,25 @@ pub fn pid() -> Pid {
     io::with_context("wsched::this::pid()", Context::pid)
 }
 
+/// The runtime's clock (see [`Context::now`]): virtual time in a simulation.
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn now() -> std::time::Instant {
+    io::with_context("wsched::this::now()", Context::now)
+}
+
+/// A random number from the runtime (see [`Context::random`]): from the seed in a
+/// simulation.
+///
+/// # Panics
+/// Outside a step of a `#[process]` process.
+#[track_caller]
+pub fn random() -> u64 {
+    io::with_context("wsched::this::random()", Context::random)
+}
+
 /// The name the running entry was started by.
 ///
 /// # Panics

@@ -465,8 +465,73 @@ impl Builder {
         Scheduler::from_parts(shared, Vec::new())
     }
 
+    /// The state of a simulated scheduler (see `sim/`): one worker, which the
+    /// simulation drives on its own thread, the timers fired by the simulation, the
+    /// workers' randomness seeded with `seed`, no step timing. Each command the
+    /// application registered a handler for must have a handler in `simulated`
+    /// (which replace the application's) or be in `kept` (an application's handler
+    /// that runs on the worker, kept as it is); the built-in socket handlers are
+    /// left out, and the I/O runtime refuses to start.
+    ///
+    /// # Errors
+    /// [`SimulatedBuildError::Unsimulated`] naming every command that has neither,
+    /// [`SimulatedBuildError::Kept`] naming a kept handler that does not run on the
+    /// worker, and the errors of [`build`](Self::build).
+    #[cfg(feature = "sim")]
+    pub(crate) fn build_simulated(
+        mut self,
+        seed: u64,
+        simulated: Vec<Registration>,
+        kept: &[std::any::TypeId],
+    ) -> Result<(Arc<Shared>, local::Local<Task>), SimulatedBuildError> {
+        let replaced: Vec<std::any::TypeId> = simulated.iter().map(Registration::type_id).collect();
+        let mut unsimulated = Vec::new();
+        let mut registrations = Vec::new();
+        for registration in std::mem::take(&mut self.registrations) {
+            let id = registration.type_id();
+            if replaced.contains(&id) {
+                continue;
+            }
+            if !kept.contains(&id) {
+                unsimulated.push(registration.command());
+            } else if registration.placement() != Placement::Worker {
+                return Err(SimulatedBuildError::Kept(registration.command()));
+            } else {
+                registrations.push(registration);
+            }
+        }
+        #[cfg(feature = "tokio")]
+        for handler in std::mem::take(&mut self.async_handlers) {
+            let id = handler.registration.type_id();
+            if kept.contains(&id) && !replaced.contains(&id) {
+                return Err(SimulatedBuildError::Kept(handler.command));
+            }
+            if !replaced.contains(&id) {
+                unsimulated.push(handler.command);
+            }
+        }
+        if !unsimulated.is_empty() {
+            return Err(SimulatedBuildError::Unsimulated(unsimulated));
+        }
+        registrations.extend(simulated);
+        self.registrations = registrations;
+        self.workers = Some(1);
+        self.seed = seed;
+        self.step_timing = false;
+        let (shared, mut locals) = self.shared_with(true)?;
+        Ok((shared, locals.pop().expect("one worker")))
+    }
+
     /// The scheduler's shared state and its workers' deques, no thread started.
     fn shared(self) -> Result<(Arc<Shared>, Vec<local::Local<Task>>), BuildError> {
+        self.shared_with(false)
+    }
+
+    /// [`shared`](Self::shared), for a simulation when `simulated`.
+    fn shared_with(
+        self,
+        simulated: bool,
+    ) -> Result<(Arc<Shared>, Vec<local::Local<Task>>), BuildError> {
         let workers = match self.workers {
             Some(0) => return Err(BuildError::NoWorkers),
             Some(n) => n,
@@ -481,6 +546,15 @@ impl Builder {
         };
         #[cfg(not(test))]
         let timers = <Timers>::new(timer_name);
+        // A simulation fires its timers itself, in virtual time.
+        #[cfg(feature = "sim")]
+        let timers = if simulated {
+            <Timers>::driven(format!("{}-timer", self.thread_name))
+        } else {
+            timers
+        };
+        #[cfg(not(any(feature = "sim", feature = "tokio")))]
+        let _ = simulated;
         let mut registrations = builtin_registrations(timers.clone());
         // The commands the user registers handlers for: a built-in async handler one
         // of them replaces is left out of the metrics.
@@ -499,10 +573,16 @@ impl Builder {
                 counts.push((handler.command, handler.counts));
                 registrations.push(handler.registration);
             }
-            for handler in crate::io::tcp::registrations()
-                .into_iter()
-                .chain(crate::io::udp::registrations())
-            {
+            // A simulation does no real I/O: no socket handlers.
+            let sockets = if simulated {
+                Vec::new()
+            } else {
+                crate::io::tcp::registrations()
+                    .into_iter()
+                    .chain(crate::io::udp::registrations())
+                    .collect()
+            };
+            for handler in sockets {
                 if !replaced.contains(&handler.command) {
                     counts.push((handler.command, handler.counts));
                 }
@@ -510,6 +590,7 @@ impl Builder {
             }
             let mut config = self.io;
             config.thread_name = format!("{}-io", self.thread_name);
+            config.simulated = simulated;
             crate::io::IoRuntime::new(config, counts)
         };
         let handlers = Handlers::new(registrations, self.step_timing)?;
@@ -549,6 +630,25 @@ impl Builder {
             },
         });
         Ok((shared, locals))
+    }
+}
+
+/// Why a simulated scheduler could not be built (see `Builder::build_simulated`).
+#[cfg(feature = "sim")]
+#[derive(Debug)]
+pub(crate) enum SimulatedBuildError {
+    /// These commands have an application's handler and no simulated one.
+    Unsimulated(Vec<&'static str>),
+    /// This command's handler was to be kept, but it does not run on the worker.
+    Kept(&'static str),
+    /// The scheduler itself could not be built.
+    Build(BuildError),
+}
+
+#[cfg(feature = "sim")]
+impl From<BuildError> for SimulatedBuildError {
+    fn from(error: BuildError) -> Self {
+        Self::Build(error)
     }
 }
 

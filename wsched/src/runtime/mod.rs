@@ -13,7 +13,7 @@
 #[cfg(test)]
 pub(crate) mod tests;
 
-mod builder;
+pub(crate) mod builder;
 pub(crate) mod layers;
 mod scheduler;
 

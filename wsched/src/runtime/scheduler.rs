@@ -117,6 +117,12 @@ impl Scheduler {
         }
     }
 
+    /// This scheduler's own handle, borrowed.
+    #[cfg(feature = "sim")]
+    pub(crate) fn handle_ref(&self) -> &Handle {
+        &self.handle
+    }
+
     /// A handle to this scheduler.
     pub fn handle(&self) -> Handle {
         self.handle.clone()

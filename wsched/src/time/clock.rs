@@ -32,7 +32,52 @@ impl TimeSource for SystemClock {
 }
 
 /// The runtime's clock.
+#[cfg(not(feature = "sim"))]
 pub(crate) type RuntimeClock = SystemClock;
+
+/// The runtime's clock with the `sim` feature: a simulation's virtual time on the
+/// thread that runs one (see [`virtual_time`]), the system's everywhere else.
+#[cfg(feature = "sim")]
+pub(crate) type RuntimeClock = SimulatedClock;
+
+/// A simulation's virtual time, or the system's clock on a thread that runs none.
+#[cfg(feature = "sim")]
+pub(crate) struct SimulatedClock;
+
+#[cfg(feature = "sim")]
+impl TimeSource for SimulatedClock {
+    // Step timing must read `now`, not the time-stamp counter.
+    const IS_SYSTEM: bool = false;
+
+    #[inline]
+    fn now() -> Instant {
+        virtual_time::get().unwrap_or_else(SystemClock::now)
+    }
+}
+
+/// The virtual time of the simulation running on this thread: set by the
+/// simulation, read by [`now`]. A simulation steps every process on its own
+/// thread, so a thread-local is all the runtime's reads need.
+#[cfg(feature = "sim")]
+pub(crate) mod virtual_time {
+    use std::cell::Cell;
+    use std::time::Instant;
+
+    std::thread_local! {
+        static NOW: Cell<Option<Instant>> = const { Cell::new(None) };
+    }
+
+    /// This thread's virtual time, if a simulation runs on it.
+    #[inline]
+    pub(crate) fn get() -> Option<Instant> {
+        NOW.with(Cell::get)
+    }
+
+    /// Sets (`Some`) or clears this thread's virtual time; returns the previous.
+    pub(crate) fn set(now: Option<Instant>) -> Option<Instant> {
+        NOW.with(|cell| cell.replace(now))
+    }
+}
 
 /// The current instant, by the runtime's clock.
 #[inline(always)]

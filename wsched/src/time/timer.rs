@@ -691,6 +691,9 @@ struct State<T> {
     thread: Option<thread::JoinHandle<()>>,
     spawner: Spawner,
     shutdown: bool,
+    /// Fired by a simulation that owns the clock, never by a thread of its own.
+    #[cfg(feature = "sim")]
+    driven: bool,
 }
 
 /// The timer service: see the [module docs](self).
@@ -751,6 +754,8 @@ impl<T: TimerItem> Timers<T> {
                 thread: None,
                 spawner: spawn_thread,
                 shutdown: false,
+                #[cfg(feature = "sim")]
+                driven: false,
             }),
             condvar: Condvar::new(),
             clock,
@@ -802,7 +807,11 @@ impl<T: TimerItem> Timers<T> {
             return Err(Refused::ShutDown(item));
         }
         let tick = deadline.map(|deadline| state.wheel.tick_at_or_after(deadline));
-        if tick.is_some() && state.thread.is_none() {
+        #[cfg(feature = "sim")]
+        let threaded = !state.driven;
+        #[cfg(not(feature = "sim"))]
+        let threaded = true;
+        if threaded && tick.is_some() && state.thread.is_none() {
             let runner = self.clone();
             let spawned = (state.spawner)(self.thread_name.clone(), Box::new(move || runner.run()));
             match spawned {
@@ -897,6 +906,42 @@ impl<T: TimerItem> Timers<T> {
                 }
                 None => self.condvar.wait(&mut state),
             }
+        }
+    }
+
+    /// A service fired by whoever runs the simulation on this thread (see
+    /// [`fire_due`](Self::fire_due)): no thread is ever started.
+    #[cfg(feature = "sim")]
+    pub(crate) fn driven(thread_name: String) -> Arc<Self> {
+        let timers = Self::new(thread_name);
+        timers.state.lock().driven = true;
+        timers
+    }
+
+    /// When the next timer may fire (an instant at which the wheel must be looked
+    /// at, which may fire nothing when it only moves timers closer), if any is
+    /// pending.
+    #[cfg(feature = "sim")]
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        let mut state = self.state.lock();
+        let tick = state.wheel.next_wake_tick()?;
+        state.wheel.instant_of(tick)
+    }
+
+    /// Fires, on this thread, every timer due by the service's clock; returns how
+    /// many fired.
+    #[cfg(feature = "sim")]
+    pub(crate) fn fire_due(&self) -> usize {
+        let mut due = Vec::new();
+        let mut scratch = T::Scratch::default();
+        let mut fired = 0;
+        loop {
+            self.state.lock().wheel.expire(self.clock.now(), &mut due);
+            if due.is_empty() {
+                return fired;
+            }
+            fired += due.len();
+            T::fire(&mut due, &mut scratch);
         }
     }
 
