@@ -63,6 +63,16 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //
+// | file | concern |
+// |---|---|
+// | `mod.rs` | what a simulation is, and its public face |
+// | `simulation.rs` | the simulated scheduler: its builder, the turn (pick, crash, step, advance time), winding down |
+// | `context.rs` | the simulation's state that steps reach: the seeded stream, virtual time, what is due later |
+// | `faults.rs` | the fault plan, drawn from a seed or written by a test |
+// | `handlers.rs` | simulated handlers: seeded latency, failure, hang, duplicate |
+// | `trace.rs` | the run's trace and its hash |
+// | `check.rs` | the test driver over a range of seeds, and its failure report |
+//
 // May use: `testing`, `supervisor`, `runtime`, `io`, `command`, `services`, `observe`, `engine`, `time`, the crate root.
 
 mod check;

@@ -1,0 +1,547 @@
+//! Deterministic simulation (`--features sim`): the same seed gives the same run,
+//! virtual time, simulated handlers and their faults, crashes, liveness, the
+//! check driver.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wsched::command::Completer;
+use wsched::prelude::*;
+use wsched::sim::{check, Faults, SimBuildError, SimError, SimHandler, SimulatedFault, Simulation};
+use wsched::supervisor::{ChildSpec, Strategy, Supervisor};
+use wsched::{Down, ExitReason, Request, Scheduler, YieldError};
+
+/// A command a store answers.
+struct Lookup(u64);
+impl Command for Lookup {
+    type Output = u64;
+}
+
+/// A server: answers `Request<u64, u64>` calls, looking each key up first.
+struct Store;
+
+#[process]
+impl Store {
+    #[entry]
+    fn serve(&mut self) -> Result<(), BoxError> {
+        loop {
+            let Request { request, reply, .. } = recv!(Request<u64, u64>)?;
+            let value = yield_cmd!(Lookup(request)).unwrap_or(0);
+            reply.send(value);
+        }
+    }
+}
+
+/// A client: calls the store `rounds` times with a timeout, sleeping between calls;
+/// returns how many calls got an answer.
+struct Client;
+
+#[process]
+impl Client {
+    #[entry]
+    fn run(&mut self, store: Pid, rounds: u64) -> Result<u64, BoxError> {
+        let mut answered = 0;
+        for key in 0..rounds {
+            let reply: Result<u64, _> = call!(store, key, timeout = Duration::from_millis(50));
+            if reply.is_ok() {
+                answered += 1;
+            }
+            yield_cmd!(Sleep(Duration::from_millis(this::random() % 10)))?;
+        }
+        Ok(answered)
+    }
+}
+
+fn system(seed: u64, faults: Faults) -> Simulation {
+    let mut sim = Simulation::builder()
+        .seed(seed)
+        .faults(faults)
+        .handler(
+            SimHandler::new(|Lookup(key)| Ok(key * 2))
+                .latency(Duration::from_millis(1)..Duration::from_millis(80)),
+        )
+        .build()
+        .expect("the simulation builds");
+    let store = sim.spawn(Store, Store::SERVE, ()).unwrap();
+    sim.protect(store);
+    for _ in 0..4 {
+        sim.spawn(Client, Client::RUN, (store, 20_u64)).unwrap();
+    }
+    sim
+}
+
+/// Runs the system to its end; the trace hash.
+fn run_system(seed: u64, faults: Faults) -> u64 {
+    let mut sim = system(seed, faults);
+    sim.run_until_idle().expect("the run ends");
+    sim.trace_hash()
+}
+
+#[test]
+fn one_seed_gives_one_trace_and_seeds_give_different_ones() {
+    let faults = Faults::none().handler_failure(0.1).delay(0.2, Duration::from_millis(5));
+    let first = run_system(7, faults.clone());
+    for _ in 0..100 {
+        assert_eq!(run_system(7, faults.clone()), first);
+    }
+    let hashes: BTreeSet<u64> = (0..20).map(|seed| run_system(seed, faults.clone())).collect();
+    assert_eq!(hashes.len(), 20, "every seed runs differently");
+}
+
+#[test]
+fn every_fault_kind_is_repeatable_from_its_seed() {
+    for seed in 0..30 {
+        let faults = Faults::from_seed(seed);
+        assert_eq!(
+            run_system(seed, faults.clone()),
+            run_system(seed, faults),
+            "seed {seed}"
+        );
+    }
+}
+
+/// Times out 24 × 60 times, a minute each.
+struct Ticker;
+
+#[process]
+impl Ticker {
+    #[entry]
+    fn run(&mut self) -> Result<(u32, Duration), BoxError> {
+        let start = this::now();
+        let mut timeouts = 0;
+        for _ in 0..(24 * 60) {
+            if recv!(u32, timeout = Duration::from_secs(60)).is_err() {
+                timeouts += 1;
+            }
+        }
+        Ok((timeouts, this::now() - start))
+    }
+}
+
+#[test]
+fn a_simulated_day_of_timeouts_runs_in_virtual_time() {
+    let mut sim = Simulation::builder().seed(1).build().unwrap();
+    let pids: Vec<Pid> = (0..10)
+        .map(|_| sim.spawn(Ticker, Ticker::RUN, ()).unwrap())
+        .collect();
+    let started = Instant::now();
+    for pid in pids {
+        let (timeouts, took) = sim.wait(pid).unwrap().downcast::<(u32, Duration)>().unwrap();
+        assert_eq!(timeouts, 24 * 60);
+        assert!(took >= Duration::from_secs(24 * 3600), "{took:?}");
+    }
+    assert!(sim.elapsed() >= Duration::from_secs(24 * 3600));
+    // Informational: the benchmark suite measures speed.
+    eprintln!(
+        "a simulated day of 10 × 1440 timeouts: {} steps in {:?}",
+        sim.steps(),
+        started.elapsed()
+    );
+}
+
+struct Shouter;
+impl Command for Shouter {
+    type Output = ();
+}
+
+#[test]
+fn a_command_with_a_real_handler_and_no_simulated_one_is_refused() {
+    let app = Scheduler::builder()
+        .handler(|_: Lookup, done: Completer<Lookup>| done.complete(0))
+        .blocking_handler(|_: Shouter, done: Completer<Shouter>| done.complete(()));
+    let error = Simulation::builder()
+        .scheduler(app)
+        .build()
+        .expect_err("two commands have no simulated handler");
+    let SimBuildError::Unsimulated(commands) = &error else {
+        panic!("{error:?}");
+    };
+    assert_eq!(commands.len(), 2);
+    let text = error.to_string();
+    assert!(text.contains("sim::Lookup") && text.contains("sim::Shouter"), "{text}");
+    assert!(text.contains("SimHandler"), "{text}");
+
+    // Keeping a worker-side handler is allowed; a blocking one is not.
+    let app = Scheduler::builder()
+        .handler(|_: Lookup, done: Completer<Lookup>| done.complete(0))
+        .blocking_handler(|_: Shouter, done: Completer<Shouter>| done.complete(()));
+    let error = Simulation::builder()
+        .scheduler(app)
+        .keep::<Lookup>()
+        .keep::<Shouter>()
+        .build()
+        .expect_err("a blocking handler cannot be kept");
+    assert!(error.to_string().contains("cannot be kept"), "{error}");
+
+    let app = Scheduler::builder().handler(|Lookup(k), done: Completer<Lookup>| done.complete(k + 1));
+    let mut sim = Simulation::builder().scheduler(app).keep::<Lookup>().build().unwrap();
+    let pid = sim.spawn(Asker, Asker::ASK, (1_u32,)).unwrap();
+    let answers = sim.wait(pid).unwrap().downcast::<Vec<Result<u64, String>>>().unwrap();
+    assert_eq!(answers, vec![Ok(1)]);
+}
+
+#[test]
+fn a_second_simulation_on_one_thread_is_refused() {
+    let _first = Simulation::builder().build().unwrap();
+    let error = Simulation::builder().build().unwrap_err();
+    assert!(matches!(error, SimBuildError::AlreadyRunning), "{error}");
+}
+
+#[test]
+fn invalid_plans_are_refused_with_the_reason() {
+    let error = Simulation::builder()
+        .faults(Faults::none().crash(2.0))
+        .build()
+        .unwrap_err();
+    assert!(error.to_string().contains("`crash` is 2"), "{error}");
+    let error = Simulation::builder()
+        .handler(SimHandler::new(|Lookup(k)| Ok(k)).failure(-1.0))
+        .build()
+        .unwrap_err();
+    assert!(error.to_string().contains("failure -1"), "{error}");
+}
+
+/// Asks `Lookup(n)` `count` times; each answer or error.
+struct Asker;
+
+#[process]
+impl Asker {
+    #[entry]
+    fn ask(&mut self, count: u32) -> Result<Vec<Result<u64, String>>, BoxError> {
+        let mut answers = Vec::new();
+        for n in 0..count {
+            answers.push(match yield_cmd!(Lookup(u64::from(n))) {
+                Ok(v) => Ok(v),
+                Err(YieldError::Failed { source, .. }) if source.is::<SimulatedFault>() => {
+                    Err("injected".to_owned())
+                }
+                Err(other) => Err(other.to_string()),
+            });
+        }
+        Ok(answers)
+    }
+}
+
+fn ask(handler: SimHandler<Lookup>, count: u32) -> (Vec<Result<u64, String>>, Simulation) {
+    let mut sim = Simulation::builder().seed(3).handler(handler).build().unwrap();
+    let pid = sim.spawn(Asker, Asker::ASK, (count,)).unwrap();
+    let answers = sim.wait(pid).unwrap().downcast::<Vec<Result<u64, String>>>().unwrap();
+    (answers, sim)
+}
+
+#[test]
+fn simulated_handlers_answer_after_their_latency_or_fail_on_purpose() {
+    let latency = Duration::from_millis(10)..Duration::from_millis(20);
+    let (answers, sim) = ask(SimHandler::new(|Lookup(k)| Ok(k * 3)).latency(latency), 5);
+    assert_eq!(answers, (0..5).map(|k| Ok(k * 3)).collect::<Vec<_>>());
+    assert!(sim.elapsed() >= Duration::from_millis(50) && sim.elapsed() < Duration::from_millis(100));
+    drop(sim); // one simulation at a time on a thread
+
+    let (answers, sim) = ask(SimHandler::new(|Lookup(k)| Ok(k)).failure(1.0), 4);
+    assert_eq!(answers, vec![Err("injected".to_owned()); 4]);
+    assert_eq!(sim.fault_counts().failed, 4);
+    drop(sim);
+
+    // The handler's own error reaches the yield as it would in production.
+    let (answers, _) = ask(SimHandler::new(|Lookup(_)| Err("no such key".into())), 1);
+    assert!(answers[0].as_ref().unwrap_err().contains("no such key"), "{answers:?}");
+}
+
+#[test]
+fn a_second_completion_is_ignored() {
+    let (answers, sim) = ask(SimHandler::new(|Lookup(k)| Ok(k + 100)).duplicate(1.0), 6);
+    assert_eq!(answers, (0..6).map(|k| Ok(k + 100)).collect::<Vec<_>>());
+    assert_eq!(sim.fault_counts().duplicated, 6);
+}
+
+/// Calls the store once, waiting at most a minute.
+struct Patient;
+
+#[process]
+impl Patient {
+    #[entry]
+    fn run(&mut self, store: Pid) -> Result<String, BoxError> {
+        let answer: Result<u64, _> = call!(store, 1_u64, timeout = Duration::from_secs(60));
+        Ok(match answer {
+            Ok(_) => "answered".to_owned(),
+            Err(_) => "gave up".to_owned(),
+        })
+    }
+}
+
+#[test]
+fn a_hanging_command_never_completes() {
+    let mut sim = Simulation::builder()
+        .handler(SimHandler::new(|Lookup(k)| Ok(k)).hang(1.0))
+        .build()
+        .unwrap();
+    let pid = sim.spawn(Asker, Asker::ASK, (1_u32,)).unwrap();
+    let error = sim.wait(pid).unwrap_err();
+    assert!(matches!(error, SimError::Idle { .. }), "{error}");
+    assert!(error.to_string().contains("went idle"), "{error}");
+    assert_eq!(sim.fault_counts().hung, 1);
+    drop(sim);
+
+    let mut sim = Simulation::builder()
+        .handler(SimHandler::new(|Lookup(k)| Ok(k)).hang(1.0))
+        .build()
+        .unwrap();
+    let store = sim.spawn(Store, Store::SERVE, ()).unwrap();
+    let pid = sim.spawn(Patient, Patient::RUN, (store,)).unwrap();
+    assert_eq!(sim.wait(pid).unwrap().downcast::<String>().unwrap(), "gave up");
+    assert!(sim.elapsed() >= Duration::from_secs(60));
+}
+
+/// Monitors `watched` and reports how it ended.
+struct Watcher;
+
+#[process]
+impl Watcher {
+    #[entry]
+    fn watch(&mut self, watched: Pid) -> Result<ExitReason, BoxError> {
+        this::monitor(watched);
+        let down = recv!(Down)?;
+        Ok(down.reason)
+    }
+}
+
+/// Sleeps for ever, a second at a time.
+struct Sleeper;
+
+#[process]
+impl Sleeper {
+    #[entry]
+    fn run(&mut self) -> Result<(), BoxError> {
+        loop {
+            yield_cmd!(Sleep(Duration::from_secs(1)))?;
+        }
+    }
+}
+
+#[test]
+fn a_crash_ends_a_process_killed_and_its_monitors_see_it() {
+    let mut sim = Simulation::builder()
+        .seed(11)
+        .faults(Faults::none().crash(0.2))
+        .build()
+        .unwrap();
+    let sleeper = sim.spawn(Sleeper, Sleeper::RUN, ()).unwrap();
+    let watcher = sim.spawn(Watcher, Watcher::WATCH, (sleeper,)).unwrap();
+    sim.protect(watcher);
+    let reason = sim.wait(watcher).unwrap().downcast::<ExitReason>().unwrap();
+    assert_eq!(reason, ExitReason::Killed);
+    assert_eq!(sim.fault_counts().crashed, 1);
+}
+
+#[test]
+fn a_supervisor_restarts_crashed_children_in_virtual_time() {
+    let starts = Arc::new(AtomicU64::new(0));
+    let counted = starts.clone();
+    let tree = Supervisor::new(Strategy::OneForOne)
+        .intensity(1_000, Duration::from_secs(1))
+        .child(ChildSpec::new(
+            "sleeper",
+            move || {
+                counted.fetch_add(1, Ordering::SeqCst);
+                Sleeper
+            },
+            "run",
+            (),
+        ));
+    let mut sim = Simulation::builder()
+        .seed(5)
+        .faults(Faults::none().crash(0.05))
+        .build()
+        .unwrap();
+    let root = sim.spawn(tree, Supervisor::ENTRY, ()).unwrap();
+    sim.protect(root);
+    sim.run_for(Duration::from_secs(3600)).unwrap();
+    assert!(!sim.has_ended(root));
+    let crashed = sim.fault_counts().crashed;
+    assert!(crashed > 10, "{crashed}");
+    assert_eq!(starts.load(Ordering::SeqCst), crashed + 1);
+}
+
+#[test]
+fn a_liveness_run_reaches_its_goal_once_faults_stop() {
+    let faults = Faults::none()
+        .handler_failure(1.0)
+        .liveness(Duration::from_secs(10));
+    let mut sim = Simulation::builder()
+        .faults(faults)
+        .handler(SimHandler::new(|Lookup(k)| Ok(k)))
+        .build()
+        .unwrap();
+    let pid = sim.spawn(Retrier, Retrier::RUN, ()).unwrap();
+    sim.run_until(|sim| sim.has_ended(pid), Duration::from_secs(30)).unwrap();
+    let tries = sim.wait(pid).unwrap().downcast::<u32>().unwrap();
+    assert!(tries >= 10, "every try failed for ten seconds: {tries}");
+    drop(sim);
+
+    // A system that never gets there fails the run instead of hiding.
+    let mut sim = Simulation::builder()
+        .handler(SimHandler::new(|Lookup(k)| Ok(k)))
+        .build()
+        .unwrap();
+    let sleeper = sim.spawn(Sleeper, Sleeper::RUN, ()).unwrap();
+    let error = sim
+        .run_until(|sim| sim.has_ended(sleeper), Duration::from_secs(30))
+        .unwrap_err();
+    assert!(matches!(error, SimError::GoalNotReached { .. }), "{error}");
+    assert!(sim.elapsed() >= Duration::from_secs(30));
+}
+
+/// Retries a lookup every second until one succeeds; how many tries it took.
+struct Retrier;
+
+#[process]
+impl Retrier {
+    #[entry]
+    fn run(&mut self) -> Result<u32, BoxError> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            if yield_cmd!(Lookup(1)).is_ok() {
+                return Ok(tries);
+            }
+            yield_cmd!(Sleep(Duration::from_secs(1)))?;
+        }
+    }
+}
+
+/// A counter with a planted bug: it loses an increment when a lookup fails.
+struct Tally {
+    total: Arc<AtomicU64>,
+}
+
+#[process]
+impl Tally {
+    #[entry]
+    fn run(&mut self, rounds: u64) -> Result<(), BoxError> {
+        for _ in 0..rounds {
+            // The bug: `?` gives up on a failed lookup, skipping the increment.
+            let _ = yield_cmd!(Lookup(1))?;
+            self.total.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn the_check_driver_finds_a_failing_seed_and_reports_how_to_reproduce_it() {
+    let dir = std::env::temp_dir().join(format!("wsched-sim-check-{}", std::process::id()));
+    let failure = check(|seed| {
+        Simulation::builder()
+            .seed(seed)
+            .faults(Faults::from_seed(seed))
+            .handler(SimHandler::new(|Lookup(k)| Ok(k)))
+    })
+    .seeds(0..1_000)
+    .timeline_dir(&dir)
+    .name("sim::planted")
+    .run(|sim| {
+        let total = Arc::new(AtomicU64::new(0));
+        let pid = sim
+            .spawn(Tally { total: total.clone() }, Tally::RUN, (20_u64,))
+            .map_err(|e| e.to_string())?;
+        let _ = sim.wait(pid);
+        match total.load(Ordering::SeqCst) {
+            20 => Ok(()),
+            n => Err(format!("the tally is {n}, not 20")),
+        }
+    })
+    .expect_err("a seed with handler failures breaks the tally");
+    let report = failure.to_string();
+    assert!(failure.reproduced, "{report}");
+    assert!(report.contains(&format!("seed {}", failure.seed)), "{report}");
+    assert!(report.contains("the tally is"), "{report}");
+    assert!(report.contains("handlers fail"), "{report}");
+    assert_eq!(
+        failure.reproduce(),
+        format!("WSCHED_SIM_SEED={} cargo test -- --exact sim::planted", failure.seed)
+    );
+    let Some(Ok((json, svg))) = &failure.timeline else {
+        panic!("{report}");
+    };
+    assert!(std::fs::read_to_string(json).unwrap().starts_with("{\"traceEvents\":["));
+    assert!(std::fs::read_to_string(svg).unwrap().contains("<svg"));
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // The seed it printed fails again on its own, with the same trace.
+    let mut sim = Simulation::builder()
+        .seed(failure.seed)
+        .faults(Faults::from_seed(failure.seed))
+        .handler(SimHandler::new(|Lookup(k)| Ok(k)))
+        .build()
+        .unwrap();
+    let total = Arc::new(AtomicU64::new(0));
+    let pid = sim.spawn(Tally { total: total.clone() }, Tally::RUN, (20_u64,)).unwrap();
+    let _ = sim.wait(pid);
+    assert_ne!(total.load(Ordering::SeqCst), 20);
+    assert_eq!(sim.trace_hash(), failure.trace_hash);
+}
+
+#[test]
+fn a_passing_check_reports_what_it_ran() {
+    let report = check(|seed| {
+        Simulation::builder()
+            .seed(seed)
+            .faults(Faults::from_seed(seed))
+            .handler(SimHandler::new(|Lookup(k)| Ok(k * 2)).latency(Duration::ZERO..Duration::from_millis(80)))
+    })
+    .seeds(0..200)
+    .assert(|sim| {
+        let store = sim.spawn(Store, Store::SERVE, ()).map_err(|e| e.to_string())?;
+        sim.protect(store);
+        let client = sim
+            .spawn(Client, Client::RUN, (store, 5_u64))
+            .map_err(|e| e.to_string())?;
+        match sim.wait(client) {
+            Ok(answered) => {
+                let answered = answered.downcast::<u64>().map_err(|e| e.to_string())?;
+                if answered <= 5 {
+                    Ok(())
+                } else {
+                    Err(format!("{answered} answers to 5 calls"))
+                }
+            }
+            // A crash fault may kill the client.
+            Err(SimError::Join(_)) => Ok(()),
+            Err(other) => Err(other.to_string()),
+        }
+    });
+    assert_eq!(report.seeds, 200);
+    assert!(report.distinct_traces > 190, "{report}");
+    assert!(report.steps > 0);
+}
+
+#[test]
+fn processes_read_virtual_time_and_seeded_randomness() {
+    let run = |seed| {
+        let mut sim = Simulation::builder().seed(seed).build().unwrap();
+        let pid = sim.spawn(Dice, Dice::ROLL, ()).unwrap();
+        sim.wait(pid).unwrap().downcast::<(Vec<u64>, Duration)>().unwrap()
+    };
+    let (rolls, took) = run(9);
+    assert_eq!(took, Duration::from_secs(5));
+    assert_eq!(run(9).0, rolls);
+    assert_ne!(run(10).0, rolls);
+}
+
+struct Dice;
+
+#[process]
+impl Dice {
+    #[entry]
+    fn roll(&mut self) -> Result<(Vec<u64>, Duration), BoxError> {
+        let start = this::now();
+        let mut rolls = Vec::new();
+        for _ in 0..5 {
+            rolls.push(this::random() % 6);
+            yield_cmd!(Sleep(Duration::from_secs(1)))?;
+        }
+        Ok((rolls, this::now() - start))
+    }
+}
