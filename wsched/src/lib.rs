@@ -167,6 +167,7 @@
 
 extern crate self as wsched;
 
+mod buggify;
 pub mod command;
 mod engine;
 mod entry;

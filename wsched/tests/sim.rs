@@ -81,12 +81,16 @@ fn run_system(seed: u64, faults: Faults) -> u64 {
 
 #[test]
 fn one_seed_gives_one_trace_and_seeds_give_different_ones() {
-    let faults = Faults::none().handler_failure(0.1).delay(0.2, Duration::from_millis(5));
+    let faults = Faults::none()
+        .handler_failure(0.1)
+        .delay(0.2, Duration::from_millis(5));
     let first = run_system(7, faults.clone());
     for _ in 0..100 {
         assert_eq!(run_system(7, faults.clone()), first);
     }
-    let hashes: BTreeSet<u64> = (0..20).map(|seed| run_system(seed, faults.clone())).collect();
+    let hashes: BTreeSet<u64> = (0..20)
+        .map(|seed| run_system(seed, faults.clone()))
+        .collect();
     assert_eq!(hashes.len(), 20, "every seed runs differently");
 }
 
@@ -128,7 +132,11 @@ fn a_simulated_day_of_timeouts_runs_in_virtual_time() {
         .collect();
     let started = Instant::now();
     for pid in pids {
-        let (timeouts, took) = sim.wait(pid).unwrap().downcast::<(u32, Duration)>().unwrap();
+        let (timeouts, took) = sim
+            .wait(pid)
+            .unwrap()
+            .downcast::<(u32, Duration)>()
+            .unwrap();
         assert_eq!(timeouts, 24 * 60);
         assert!(took >= Duration::from_secs(24 * 3600), "{took:?}");
     }
@@ -160,7 +168,10 @@ fn a_command_with_a_real_handler_and_no_simulated_one_is_refused() {
     };
     assert_eq!(commands.len(), 2);
     let text = error.to_string();
-    assert!(text.contains("sim::Lookup") && text.contains("sim::Shouter"), "{text}");
+    assert!(
+        text.contains("sim::Lookup") && text.contains("sim::Shouter"),
+        "{text}"
+    );
     assert!(text.contains("SimHandler"), "{text}");
 
     // Keeping a worker-side handler is allowed; a blocking one is not.
@@ -175,10 +186,19 @@ fn a_command_with_a_real_handler_and_no_simulated_one_is_refused() {
         .expect_err("a blocking handler cannot be kept");
     assert!(error.to_string().contains("cannot be kept"), "{error}");
 
-    let app = Scheduler::builder().handler(|Lookup(k), done: Completer<Lookup>| done.complete(k + 1));
-    let mut sim = Simulation::builder().scheduler(app).keep::<Lookup>().build().unwrap();
+    let app =
+        Scheduler::builder().handler(|Lookup(k), done: Completer<Lookup>| done.complete(k + 1));
+    let mut sim = Simulation::builder()
+        .scheduler(app)
+        .keep::<Lookup>()
+        .build()
+        .unwrap();
     let pid = sim.spawn(Asker, Asker::ASK, (1_u32,)).unwrap();
-    let answers = sim.wait(pid).unwrap().downcast::<Vec<Result<u64, String>>>().unwrap();
+    let answers = sim
+        .wait(pid)
+        .unwrap()
+        .downcast::<Vec<Result<u64, String>>>()
+        .unwrap();
     assert_eq!(answers, vec![Ok(1)]);
 }
 
@@ -225,9 +245,17 @@ impl Asker {
 }
 
 fn ask(handler: SimHandler<Lookup>, count: u32) -> (Vec<Result<u64, String>>, Simulation) {
-    let mut sim = Simulation::builder().seed(3).handler(handler).build().unwrap();
+    let mut sim = Simulation::builder()
+        .seed(3)
+        .handler(handler)
+        .build()
+        .unwrap();
     let pid = sim.spawn(Asker, Asker::ASK, (count,)).unwrap();
-    let answers = sim.wait(pid).unwrap().downcast::<Vec<Result<u64, String>>>().unwrap();
+    let answers = sim
+        .wait(pid)
+        .unwrap()
+        .downcast::<Vec<Result<u64, String>>>()
+        .unwrap();
     (answers, sim)
 }
 
@@ -236,7 +264,9 @@ fn simulated_handlers_answer_after_their_latency_or_fail_on_purpose() {
     let latency = Duration::from_millis(10)..Duration::from_millis(20);
     let (answers, sim) = ask(SimHandler::new(|Lookup(k)| Ok(k * 3)).latency(latency), 5);
     assert_eq!(answers, (0..5).map(|k| Ok(k * 3)).collect::<Vec<_>>());
-    assert!(sim.elapsed() >= Duration::from_millis(50) && sim.elapsed() < Duration::from_millis(100));
+    assert!(
+        sim.elapsed() >= Duration::from_millis(50) && sim.elapsed() < Duration::from_millis(100)
+    );
     drop(sim); // one simulation at a time on a thread
 
     let (answers, sim) = ask(SimHandler::new(|Lookup(k)| Ok(k)).failure(1.0), 4);
@@ -246,7 +276,10 @@ fn simulated_handlers_answer_after_their_latency_or_fail_on_purpose() {
 
     // The handler's own error reaches the yield as it would in production.
     let (answers, _) = ask(SimHandler::new(|Lookup(_)| Err("no such key".into())), 1);
-    assert!(answers[0].as_ref().unwrap_err().contains("no such key"), "{answers:?}");
+    assert!(
+        answers[0].as_ref().unwrap_err().contains("no such key"),
+        "{answers:?}"
+    );
 }
 
 #[test]
@@ -290,7 +323,10 @@ fn a_hanging_command_never_completes() {
         .unwrap();
     let store = sim.spawn(Store, Store::SERVE, ()).unwrap();
     let pid = sim.spawn(Patient, Patient::RUN, (store,)).unwrap();
-    assert_eq!(sim.wait(pid).unwrap().downcast::<String>().unwrap(), "gave up");
+    assert_eq!(
+        sim.wait(pid).unwrap().downcast::<String>().unwrap(),
+        "gave up"
+    );
     assert!(sim.elapsed() >= Duration::from_secs(60));
 }
 
@@ -375,7 +411,8 @@ fn a_liveness_run_reaches_its_goal_once_faults_stop() {
         .build()
         .unwrap();
     let pid = sim.spawn(Retrier, Retrier::RUN, ()).unwrap();
-    sim.run_until(|sim| sim.has_ended(pid), Duration::from_secs(30)).unwrap();
+    sim.run_until(|sim| sim.has_ended(pid), Duration::from_secs(30))
+        .unwrap();
     let tries = sim.wait(pid).unwrap().downcast::<u32>().unwrap();
     assert!(tries >= 10, "every try failed for ten seconds: {tries}");
     drop(sim);
@@ -444,7 +481,13 @@ fn the_check_driver_finds_a_failing_seed_and_reports_how_to_reproduce_it() {
     .run(|sim| {
         let total = Arc::new(AtomicU64::new(0));
         let pid = sim
-            .spawn(Tally { total: total.clone() }, Tally::RUN, (20_u64,))
+            .spawn(
+                Tally {
+                    total: total.clone(),
+                },
+                Tally::RUN,
+                (20_u64,),
+            )
             .map_err(|e| e.to_string())?;
         let _ = sim.wait(pid);
         match total.load(Ordering::SeqCst) {
@@ -455,17 +498,25 @@ fn the_check_driver_finds_a_failing_seed_and_reports_how_to_reproduce_it() {
     .expect_err("a seed with handler failures breaks the tally");
     let report = failure.to_string();
     assert!(failure.reproduced, "{report}");
-    assert!(report.contains(&format!("seed {}", failure.seed)), "{report}");
+    assert!(
+        report.contains(&format!("seed {}", failure.seed)),
+        "{report}"
+    );
     assert!(report.contains("the tally is"), "{report}");
     assert!(report.contains("handlers fail"), "{report}");
     assert_eq!(
         failure.reproduce(),
-        format!("WSCHED_SIM_SEED={} cargo test -- --exact sim::planted", failure.seed)
+        format!(
+            "WSCHED_SIM_SEED={} cargo test -- --exact sim::planted",
+            failure.seed
+        )
     );
     let Some(Ok((json, svg))) = &failure.timeline else {
         panic!("{report}");
     };
-    assert!(std::fs::read_to_string(json).unwrap().starts_with("{\"traceEvents\":["));
+    assert!(std::fs::read_to_string(json)
+        .unwrap()
+        .starts_with("{\"traceEvents\":["));
     assert!(std::fs::read_to_string(svg).unwrap().contains("<svg"));
     let _ = std::fs::remove_dir_all(&dir);
 
@@ -477,7 +528,15 @@ fn the_check_driver_finds_a_failing_seed_and_reports_how_to_reproduce_it() {
         .build()
         .unwrap();
     let total = Arc::new(AtomicU64::new(0));
-    let pid = sim.spawn(Tally { total: total.clone() }, Tally::RUN, (20_u64,)).unwrap();
+    let pid = sim
+        .spawn(
+            Tally {
+                total: total.clone(),
+            },
+            Tally::RUN,
+            (20_u64,),
+        )
+        .unwrap();
     let _ = sim.wait(pid);
     assert_ne!(total.load(Ordering::SeqCst), 20);
     assert_eq!(sim.trace_hash(), failure.trace_hash);
@@ -489,11 +548,16 @@ fn a_passing_check_reports_what_it_ran() {
         Simulation::builder()
             .seed(seed)
             .faults(Faults::from_seed(seed))
-            .handler(SimHandler::new(|Lookup(k)| Ok(k * 2)).latency(Duration::ZERO..Duration::from_millis(80)))
+            .handler(
+                SimHandler::new(|Lookup(k)| Ok(k * 2))
+                    .latency(Duration::ZERO..Duration::from_millis(80)),
+            )
     })
     .seeds(0..200)
     .assert(|sim| {
-        let store = sim.spawn(Store, Store::SERVE, ()).map_err(|e| e.to_string())?;
+        let store = sim
+            .spawn(Store, Store::SERVE, ())
+            .map_err(|e| e.to_string())?;
         sim.protect(store);
         let client = sim
             .spawn(Client, Client::RUN, (store, 5_u64))
@@ -522,7 +586,10 @@ fn processes_read_virtual_time_and_seeded_randomness() {
     let run = |seed| {
         let mut sim = Simulation::builder().seed(seed).build().unwrap();
         let pid = sim.spawn(Dice, Dice::ROLL, ()).unwrap();
-        sim.wait(pid).unwrap().downcast::<(Vec<u64>, Duration)>().unwrap()
+        sim.wait(pid)
+            .unwrap()
+            .downcast::<(Vec<u64>, Duration)>()
+            .unwrap()
     };
     let (rolls, took) = run(9);
     assert_eq!(took, Duration::from_secs(5));
@@ -544,4 +611,92 @@ impl Dice {
         }
         Ok((rolls, this::now() - start))
     }
+}
+
+/// Takes `count` messages, then ends with their sum.
+struct Collector;
+
+#[process]
+impl Collector {
+    #[entry]
+    fn take(&mut self, count: u32) -> Result<u32, BoxError> {
+        let mut sum = 0;
+        for _ in 0..count {
+            sum += recv!(u32)?;
+        }
+        Ok(sum)
+    }
+
+    /// Waits for one message, at most a minute.
+    #[entry]
+    fn take_one(&mut self) -> Result<u32, BoxError> {
+        Ok(recv!(u32, timeout = Duration::from_secs(60))?)
+    }
+}
+
+#[test]
+fn buggify_rejects_a_send_to_a_mailbox_with_one_free_place() {
+    let mut sim = Simulation::builder()
+        .faults(Faults::none().buggify(1.0))
+        .build()
+        .unwrap();
+    let options = wsched::SpawnOptions::new().bounded_mailbox(2, wsched::Overflow::Reject);
+    let pid = sim
+        .spawn_with(Collector, Collector::TAKE, (1_u32,), options)
+        .unwrap();
+    sim.send(pid, 1_u32).expect("the first of two places");
+    let error = sim
+        .send(pid, 2_u32)
+        .expect_err("the last place, taken on purpose");
+    assert_eq!(error.kind(), wsched::SendErrorKind::MailboxFull);
+    assert_eq!(
+        error.into_payload().downcast::<u32>().unwrap(),
+        2,
+        "handed back"
+    );
+    assert_eq!(sim.wait(pid).unwrap().downcast::<u32>().unwrap(), 1);
+    assert_eq!(sim.buggified()[0], 1);
+}
+
+#[test]
+fn buggify_fires_a_timer_before_its_cancel_and_the_process_ignores_it() {
+    let mut sim = Simulation::builder()
+        .faults(Faults::none().buggify(1.0))
+        .build()
+        .unwrap();
+    let pid = sim.spawn(Collector, Collector::TAKE_ONE, ()).unwrap();
+    sim.run_for(Duration::from_secs(1)).unwrap();
+    sim.send(pid, 7_u32).unwrap();
+    assert_eq!(sim.wait(pid).unwrap().downcast::<u32>().unwrap(), 7);
+    assert_eq!(
+        sim.buggified()[2],
+        1,
+        "the receive's timer fired at its cancel"
+    );
+}
+
+#[test]
+fn buggify_crashes_restarted_children_until_the_intensity_gives_out() {
+    let tree = Supervisor::new(Strategy::OneForOne)
+        .intensity(3, Duration::from_secs(60))
+        .child(ChildSpec::new("sleeper", || Sleeper, "run", ()));
+    let mut sim = Simulation::builder()
+        .faults(Faults::none().buggify(1.0))
+        .build()
+        .unwrap();
+    let root = sim.spawn(tree, Supervisor::ENTRY, ()).unwrap();
+    sim.run_for(Duration::from_secs(1)).unwrap();
+    let child = sim
+        .processes()
+        .into_iter()
+        .find(|p| p.pid != root)
+        .unwrap()
+        .pid;
+    sim.kill(child).unwrap();
+    let error = sim.wait(root).expect_err("the supervisor gives up");
+    let SimError::Join(join) = &error else {
+        panic!("{error}");
+    };
+    assert!(format!("{join}").contains("restart"), "{join}");
+    assert!(sim.buggified()[1] >= 3, "{:?}", sim.buggified());
 }

@@ -75,6 +75,7 @@
 //! mailbox lock after each step that took messages in or received some (to report
 //! what it holds), and a look at its buffer then (as listings already take).
 
+use crate::buggify::{buggify, Buggify};
 use std::collections::VecDeque;
 use std::fmt;
 use std::mem;
@@ -258,7 +259,13 @@ impl Bounded {
             self.push_uncounted(Event::Message(message));
             return Push::Queued;
         }
-        if self.queued + self.held < self.capacity {
+        let used = self.queued + self.held;
+        // A rare path a simulation takes on purpose: the last free place was taken
+        // by another sender first (only where the sender gets its message back).
+        let edge = used + 1 == self.capacity
+            && self.overflow == Overflow::Reject
+            && buggify(Buggify::MailboxEdge);
+        if used < self.capacity && !edge {
             self.push_counted(message);
             return Push::Queued;
         }

@@ -1,13 +1,12 @@
-//! The runtime's randomness: which victim a worker steals from first, the numbers
-//! processes draw ([`draw`], behind `Context::random`), and, with the `sim`
-//! feature, the buggify points ([`buggify`]).
+//! The runtime's randomness: which victim a worker steals from first, and the
+//! numbers processes draw ([`draw`], behind `Context::random`).
 //!
 //! A seam: the engine draws random numbers only through [`RandomSource`], and
 //! each worker's source is seeded from the scheduler's seed and the worker's index
 //! (`Shared::seed`, zero unless set), so the same seed gives the same choices. This
 //! build's source is [`FastRand`]. The calls are static and inlined. On the thread
-//! of a simulation, [`draw`] and [`buggify`] use the simulation's seeded stream
-//! (see [`simulated`]).
+//! of a simulation, [`draw`] uses the simulation's seeded stream (see
+//! [`simulated`]).
 
 use std::cell::Cell;
 
@@ -68,99 +67,19 @@ pub(crate) fn draw() -> u64 {
     })
 }
 
-/// A rare path the runtime may take on purpose in a simulation: each point is
-/// taken with the simulation's buggify probability, from its seeded stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(not(feature = "sim"), allow(dead_code))]
-pub(crate) enum Buggify {
-    /// A send to a bounded mailbox with one free place finds it full (another
-    /// sender could have taken the place first).
-    MailboxEdge,
-    /// A call's reply arrives only after the caller's timeout fired at the same
-    /// instant.
-    ReplyAfterTimeout,
-    /// A restarted child crashes again at once, pushing its supervisor to the
-    /// limit of its restart intensity.
-    CrashAfterRestart,
-    /// A timer fires just before the cancel that would have stopped it.
-    TimerBeforeCancel,
-}
-
-/// Whether to take the rare path `point` now: never outside a simulation.
-#[cfg(not(feature = "sim"))]
-#[inline(always)]
-pub(crate) fn buggify(point: Buggify) -> bool {
-    let _ = point;
-    false
-}
-
-/// Whether to take the rare path `point` now: never outside a simulation.
-#[cfg(feature = "sim")]
-#[inline]
-pub(crate) fn buggify(point: Buggify) -> bool {
-    simulated::buggify(point)
-}
-
-/// A simulation's hold on this thread's randomness.
+/// A simulation's hold on this thread's stream for [`draw`].
 #[cfg(feature = "sim")]
 pub(crate) mod simulated {
-    use std::cell::Cell;
+    use super::{FastRand, RandomSource, STREAM};
 
-    use super::{Buggify, FastRand, RandomSource, STREAM};
-
-    std::thread_local! {
-        /// The buggify probability, in millionths; zero outside a simulation.
-        static BUGGIFY: Cell<u32> = const { Cell::new(0) };
-        /// How many times each point was taken.
-        static TAKEN: Cell<[u64; 4]> = const { Cell::new([0; 4]) };
-    }
-
-    /// Seeds this thread's stream with `seed`, and takes buggify points with
-    /// `probability` (0 to 1).
-    pub(crate) fn enter(seed: u64, probability: f64) {
+    /// Seeds this thread's stream with `seed`.
+    pub(crate) fn enter(seed: u64) {
         STREAM.with(|stream| stream.set(FastRand::seeded(seed ^ 0x5EED_0F_D4A7).0));
-        BUGGIFY.with(|b| b.set((probability.clamp(0.0, 1.0) * 1e6) as u32));
-        TAKEN.with(|t| t.set([0; 4]));
     }
 
-    /// Gives the stream back (reseeded from the clock at its next use), and stops
-    /// taking buggify points.
+    /// Gives the stream back (reseeded from the clock at its next use).
     pub(crate) fn leave() {
         STREAM.with(|stream| stream.set(0));
-        BUGGIFY.with(|b| b.set(0));
-    }
-
-    /// Turns buggify points off (or on again with `probability`) mid-run: a
-    /// liveness run's healthy phase.
-    pub(crate) fn set_probability(probability: f64) {
-        BUGGIFY.with(|b| b.set((probability.clamp(0.0, 1.0) * 1e6) as u32));
-    }
-
-    /// How many times each point was taken since [`enter`], in the order of
-    /// [`Buggify`]'s variants.
-    pub(crate) fn taken() -> [u64; 4] {
-        TAKEN.with(Cell::get)
-    }
-
-    pub(super) fn buggify(point: Buggify) -> bool {
-        let millionths = BUGGIFY.with(Cell::get);
-        if millionths == 0 {
-            return false;
-        }
-        let hit = STREAM.with(|stream| {
-            let mut source = FastRand(stream.get());
-            let value = source.next();
-            stream.set(source.0);
-            value % 1_000_000 < u64::from(millionths)
-        });
-        if hit {
-            TAKEN.with(|t| {
-                let mut taken = t.get();
-                taken[point as usize] += 1;
-                t.set(taken);
-            });
-        }
-        hit
     }
 }
 

@@ -58,8 +58,8 @@ pub struct Faults {
     /// How long such a wait lasts at most (drawn uniformly from zero).
     pub max_delay: Duration,
     /// Probability that the runtime takes one of its rare paths on purpose (a
-    /// bounded mailbox on the edge of full, a call's reply racing its timeout, a
-    /// restarted child crashing at once, a timer firing before its cancel).
+    /// bounded mailbox on the edge of full rejecting, a restarted child crashing
+    /// at once, a timer firing just before its cancel).
     pub buggify: f64,
     /// How long the faults last.
     pub mode: Mode,
@@ -194,7 +194,9 @@ impl Faults {
         ];
         for (name, p) in probabilities {
             if !(0.0..=1.0).contains(&p) {
-                return Err(format!("`{name}` is {p}: a probability must be within 0 and 1"));
+                return Err(format!(
+                    "`{name}` is {p}: a probability must be within 0 and 1"
+                ));
             }
         }
         if self.latency.start > self.latency.end {
@@ -271,7 +273,9 @@ mod tests {
         distinct.dedup();
         assert!(distinct.len() > 15, "{plans:#?}");
         for seed in 0..200 {
-            Faults::from_seed(seed).check().expect("a drawn plan is valid");
+            Faults::from_seed(seed)
+                .check()
+                .expect("a drawn plan is valid");
         }
     }
 

@@ -142,7 +142,8 @@ impl<C: Command> SimHandler<C> {
                         done.tag(),
                         std::any::type_name::<C>,
                     );
-                    let after = latency + sim.duration_in(Duration::ZERO, latency + Duration::from_millis(1));
+                    let after = latency
+                        + sim.duration_in(Duration::ZERO, latency + Duration::from_millis(1));
                     sim.schedule(after, Due::Duplicate(second));
                 }
                 let result = if sim.chance(failure) {

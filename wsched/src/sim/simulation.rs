@@ -7,6 +7,7 @@ use std::fmt;
 use std::rc::Rc;
 use std::time::Duration;
 
+use crate::buggify::simulated as buggify;
 use crate::command::handler::Registration;
 use crate::command::Command;
 use crate::engine::handle::Handle;
@@ -205,7 +206,8 @@ impl SimBuilder {
                 });
             }
         };
-        random::enter(self.seed, faults.buggify);
+        random::enter(self.seed);
+        buggify::enter(self.seed, faults.buggify);
         let scheduler = Scheduler::from_parts(shared.clone(), Vec::new());
         let worker = Worker::enter(Handle::from_shared(shared), 0, local);
         Ok(Simulation {
@@ -496,10 +498,10 @@ impl Simulation {
     }
 
     /// How many times the runtime took each of its rare paths on purpose: a bounded
-    /// mailbox on the edge of full, a reply after its call's timeout, a crash after
-    /// a restart, a timer before its cancel.
-    pub fn buggified(&self) -> [u64; 4] {
-        random::taken()
+    /// mailbox on the edge of full, a crash right after a restart, a timer firing
+    /// before its cancel.
+    pub fn buggified(&self) -> [u64; 3] {
+        buggify::taken()
     }
 
     /// The simulated scheduler's metrics (see [`Handle::metrics`]).
@@ -572,7 +574,11 @@ impl Simulation {
                 let index = context.below(self.ready.len());
                 let task = self.ready.swap_remove(index);
                 let pid = task.pid();
-                let p = if context.faults_on() { context.faults.crash } else { 0.0 };
+                let p = if context.faults_on() {
+                    context.faults.crash
+                } else {
+                    0.0
+                };
                 let crash = !self.protected.contains(&pid) && context.chance(p);
                 if crash {
                     context.counts.crashed += 1;
@@ -631,7 +637,7 @@ impl Simulation {
     fn heal_if_due(&mut self) {
         if !self.healed && !self.context.borrow().faults_on() {
             self.healed = true;
-            random::set_probability(0.0);
+            buggify::set_probability(0.0);
         }
     }
 
@@ -642,7 +648,7 @@ impl Simulation {
         shared.stop_accepting();
         shared.cancel_all();
         self.context.borrow_mut().faults = Faults::none();
-        random::set_probability(0.0);
+        buggify::set_probability(0.0);
         self.max_steps = self.steps + WIND_DOWN_STEPS;
         let mut killed = false;
         loop {
@@ -679,6 +685,7 @@ impl Drop for Simulation {
             worker.leave();
         }
         random::leave();
+        buggify::leave();
         // Not a worker any more: the scheduler's shutdown stops what is left.
         drop(self.scheduler.take());
         Context::leave();

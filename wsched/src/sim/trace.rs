@@ -131,10 +131,22 @@ mod tests {
             trace.hash()
         };
         let base = run(&[(1, 1, TraceEvent::Step), (2, 2, TraceEvent::Step)]);
-        assert_eq!(base, run(&[(1, 1, TraceEvent::Step), (2, 2, TraceEvent::Step)]));
-        assert_ne!(base, run(&[(2, 2, TraceEvent::Step), (1, 1, TraceEvent::Step)]));
-        assert_ne!(base, run(&[(1, 1, TraceEvent::Step), (3, 2, TraceEvent::Step)]));
-        assert_ne!(base, run(&[(1, 1, TraceEvent::Step), (2, 2, TraceEvent::Crash)]));
+        assert_eq!(
+            base,
+            run(&[(1, 1, TraceEvent::Step), (2, 2, TraceEvent::Step)])
+        );
+        assert_ne!(
+            base,
+            run(&[(2, 2, TraceEvent::Step), (1, 1, TraceEvent::Step)])
+        );
+        assert_ne!(
+            base,
+            run(&[(1, 1, TraceEvent::Step), (3, 2, TraceEvent::Step)])
+        );
+        assert_ne!(
+            base,
+            run(&[(1, 1, TraceEvent::Step), (2, 2, TraceEvent::Crash)])
+        );
     }
 
     #[test]

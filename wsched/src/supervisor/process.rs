@@ -7,6 +7,7 @@
 //! restart or the end) and ended. A cancel in a step wins over the other events of
 //! that step, so a supervisor being shut down does not first restart children.
 
+use crate::buggify::{buggify, Buggify};
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -97,6 +98,11 @@ impl Supervisor {
                     child.start_error = None;
                     if again {
                         child.restarts += 1;
+                        // A rare path a simulation takes on purpose: the restarted
+                        // child crashes at once, pushing the intensity to its limit.
+                        if buggify(Buggify::CrashAfterRestart) {
+                            let _ = ctx.kill(pid);
+                        }
                     }
                     self.publish_child(index);
                     return true;
