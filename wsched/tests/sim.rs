@@ -700,3 +700,77 @@ fn buggify_crashes_restarted_children_until_the_intensity_gives_out() {
     assert!(format!("{join}").contains("restart"), "{join}");
     assert!(sim.buggified()[1] >= 3, "{:?}", sim.buggified());
 }
+
+/// Counts what it is told, answering calls with the count; registered as "hub".
+struct Hub {
+    seen: u64,
+}
+
+#[process]
+impl Hub {
+    #[entry]
+    fn run(&mut self) -> Result<(), BoxError> {
+        this::register("hub", this::pid())?;
+        loop {
+            let Request { request, reply, .. } = recv!(Request<u64, u64>)?;
+            self.seen += request;
+            reply.send(self.seen);
+        }
+    }
+}
+
+/// Ticks on an interval, calls the hub by name on each tick, watches a peer, and
+/// stops after `ticks`.
+struct Member;
+
+#[process]
+impl Member {
+    #[entry]
+    fn run(&mut self, ticks: u32) -> Result<u32, BoxError> {
+        let timer = this::send_interval(this::pid(), "tick", Duration::from_millis(100))?;
+        let mut answered = 0;
+        for n in 0..ticks {
+            let _ = recv!(&str)?;
+            let Some(hub) = this::whereis("hub") else {
+                continue;
+            };
+            if n % 3 == 0 {
+                this::monitor(hub);
+            }
+            let reply: Result<u64, _> = call!(hub, 1_u64, timeout = Duration::from_millis(30));
+            answered += u32::from(reply.is_ok());
+        }
+        timer.cancel();
+        Ok(answered)
+    }
+}
+
+/// A supervised hub, members linked to a coordinator, names, monitors, calls,
+/// timed messages and a bounded mailbox: the whole toolbox under one seed.
+fn whole_system(seed: u64) -> (u64, u64) {
+    let mut sim = Simulation::builder()
+        .seed(seed)
+        .faults(Faults::from_seed(seed))
+        .build()
+        .unwrap();
+    let tree = Supervisor::new(Strategy::OneForOne)
+        .intensity(100, Duration::from_secs(1))
+        .child(ChildSpec::new("hub", || Hub { seen: 0 }, "run", ()));
+    let root = sim.spawn(tree, Supervisor::ENTRY, ()).unwrap();
+    sim.protect(root);
+    let options = wsched::SpawnOptions::new().bounded_mailbox(4, wsched::Overflow::DropOldest);
+    for _ in 0..5 {
+        sim.spawn_with(Member, Member::RUN, (20_u32,), options).unwrap();
+    }
+    sim.run_for(Duration::from_secs(10)).unwrap();
+    (sim.trace_hash(), sim.steps())
+}
+
+#[test]
+fn the_whole_toolbox_runs_the_same_under_one_seed() {
+    for seed in 0..20 {
+        let (hash, steps) = whole_system(seed);
+        assert!(steps > 100, "seed {seed}: {steps} steps");
+        assert_eq!(whole_system(seed), (hash, steps), "seed {seed}");
+    }
+}
