@@ -105,6 +105,10 @@ pub trait Process: Send + 'static {
     ///
     /// `out` arrives cleared. Returning an error ends the process with
     /// [`ProcessError::Failed`](crate::ProcessError::Failed).
+    ///
+    /// A completion whose tag is not outstanding — a second completion of a tag
+    /// (a simulation delivers some on purpose), one for a withdrawn tag, or one for
+    /// a tag never yielded — must be ignored, as `#[process]` machines do.
     fn step(&mut self, events: Events<'_>, out: &mut StepOutput) -> Result<(), StepError>;
 
     /// Releases resources. Called exactly once, after the last step.
