@@ -303,7 +303,8 @@ impl RecordedYieldError {
                 limit: self.number as usize,
             },
             "wrong_output_type" => YieldError::WrongOutputType {
-                expected: command,
+                // The output type, recorded where the others keep the command.
+                expected: leak(&self.command),
                 actual: leak(&self.message),
             },
             _ => return None,

@@ -24,8 +24,8 @@
 //! over the [`TestProcess`](crate::testing::TestProcess), for the test to go on by
 //! hand.
 //!
-//! **Saving.** With the `serde` feature, [`Codecs::register`] keeps any
-//! `serde` type's values (as JSON), and [`History::save`] and [`History::load`]
+//! **Saving.** With the `serde` feature, `Codecs::register` keeps any
+//! `serde` type's values (as JSON), and `History::save` and `History::load`
 //! write and read histories as JSON files — which a repository can keep and
 //! `cargo test` replay, so a recorded run stays a regression test.
 //!
