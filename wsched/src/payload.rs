@@ -765,7 +765,7 @@ mod tests {
 
     #[test]
     fn tuples_become_one_payload_per_value_in_order() {
-        assert_eq!(values(().into_payloads()), []);
+        assert_eq!(values(().into_payloads()), [0_u32; 0]);
         assert_eq!(values((7_u32,).into_payloads()), [7]);
         assert_eq!(values((7_u32, 8_u32).into_payloads()), [7, 8]);
         assert_eq!(values((7_u32, 8_u32, 9_u32).into_payloads()), [7, 8, 9]);

@@ -846,6 +846,12 @@ impl TestProcess {
         }
     }
 
+    /// Its result, not taken (for replays, which compare it with the recorded one).
+    #[cfg(feature = "sim")]
+    pub(crate) fn result_ref(&self) -> Option<&Payload> {
+        self.result.as_ref()
+    }
+
     /// The yields it made that are not completed yet, in tag order (commands taken out
     /// with [`take_yield`](Self::take_yield) are not listed).
     pub fn yields(&self) -> &[Yield] {

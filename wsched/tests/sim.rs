@@ -760,7 +760,8 @@ fn whole_system(seed: u64) -> (u64, u64) {
     sim.protect(root);
     let options = wsched::SpawnOptions::new().bounded_mailbox(4, wsched::Overflow::DropOldest);
     for _ in 0..5 {
-        sim.spawn_with(Member, Member::RUN, (20_u32,), options).unwrap();
+        sim.spawn_with(Member, Member::RUN, (20_u32,), options)
+            .unwrap();
     }
     sim.run_for(Duration::from_secs(10)).unwrap();
     (sim.trace_hash(), sim.steps())

@@ -195,6 +195,31 @@ pub(crate) fn registrations(
     ]
 }
 
+/// The codecs recorded histories keep values with by default (the `sim` feature):
+/// the standard types' (see `observe/history.rs`), and those of the built-in
+/// commands that carry plain values, `Sleep` (its duration in nanoseconds) and
+/// `Join` (the PID as a number).
+#[cfg(feature = "sim")]
+pub(crate) fn standard_codecs() -> crate::observe::history::Codecs {
+    let mut codecs = crate::observe::history::Codecs::standard();
+    codecs.insert::<Sleep>(
+        "Sleep",
+        true,
+        |sleep| Some(sleep.0.as_nanos().to_string()),
+        |text| {
+            let nanos: u64 = text.trim().parse()?;
+            Ok(Sleep(Duration::from_nanos(nanos)))
+        },
+    );
+    codecs.insert::<Join>(
+        "Join",
+        true,
+        |join| Some(join.0.as_u64().to_string()),
+        |text| Ok(Join(Pid::from_raw(text.trim().parse()?))),
+    );
+    codecs
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;

@@ -123,6 +123,22 @@ pub(crate) trait Instrument {
         false
     }
 
+    /// A process of type `process_type` is about to be initialised on `entry` with
+    /// `input` (into `span`, its cell's, not yet published); `requested`: its
+    /// history is to be recorded (`SpawnOptions::record_history`).
+    #[cfg(feature = "sim")]
+    #[inline(always)]
+    fn history_begins(
+        shared: &Shared,
+        span: &mut Self::ProcessSpan,
+        process_type: &'static str,
+        entry: &str,
+        input: &crate::payload::Payloads,
+        requested: bool,
+    ) {
+        let _ = (shared, span, process_type, entry, input, requested);
+    }
+
     /// A process was initialised (its cell is `owned`, not yet published).
     #[inline(always)]
     fn initialised(owned: &Owned<'_>) {

@@ -482,6 +482,12 @@ impl Yield {
         }
     }
 
+    /// The type-erased command (for recorded histories, which encode it).
+    #[cfg(feature = "sim")]
+    pub(crate) fn command_payload(&self) -> &Payload {
+        &self.command
+    }
+
     /// The type-erased command, in place.
     pub(crate) fn command_mut(&mut self) -> &mut Payload {
         &mut self.command

@@ -42,6 +42,8 @@ use crate::engine::cell::NewProcess;
 pub struct SpawnOptions {
     mailbox: Option<(usize, Overflow)>,
     detached: bool,
+    #[cfg(feature = "sim")]
+    record_history: bool,
 }
 
 impl SpawnOptions {
@@ -50,6 +52,8 @@ impl SpawnOptions {
         Self {
             mailbox: None,
             detached: false,
+            #[cfg(feature = "sim")]
+            record_history: false,
         }
     }
 
@@ -103,7 +107,34 @@ impl SpawnOptions {
 
     /// Applies these options to a process not spawned yet. Detaching adds to what
     /// the process was made with; it never makes a detached process joinable.
+    /// Records the process's history (the `sim` feature): its entry and arguments,
+    /// and for each step the events it received and the commands it yielded, with
+    /// their values where a codec is registered
+    /// ([`Builder::history_codecs`](crate::Builder::history_codecs)). Take it with
+    /// [`Handle::take_history`](crate::Handle::take_history) (or look at it so far
+    /// with [`Handle::history`](crate::Handle::history)), and replay it in the
+    /// test harness with [`sim::history::replay`](crate::sim::history::replay).
+    ///
+    /// The whole history is kept until it is taken: record the processes a test
+    /// looks at, not every process of a long run (for those, see
+    /// [`Builder::flight_recorder`](crate::Builder::flight_recorder)).
+    #[cfg(feature = "sim")]
+    pub const fn record_history(mut self) -> Self {
+        self.record_history = true;
+        self
+    }
+
+    /// Whether [`record_history`](Self::record_history) was asked for.
+    #[cfg(feature = "sim")]
+    pub const fn records_history(&self) -> bool {
+        self.record_history
+    }
+
     pub(crate) fn apply(self, mut process: NewProcess) -> NewProcess {
+        #[cfg(feature = "sim")]
+        if self.record_history {
+            process.record_history();
+        }
         if self.detached {
             process.detach();
         }

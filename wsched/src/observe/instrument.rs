@@ -15,10 +15,25 @@ use crate::observe::trace::{self, Entered, SpanSlot};
 use crate::payload::Payload;
 use crate::pid::Pid;
 
-/// Observability's state: the optional recorder and step timing.
+#[cfg(feature = "sim")]
+use crate::observe::history::{self, Capture, HistoryState, Marks};
+#[cfg(feature = "sim")]
+use std::sync::Arc;
+
+/// What the instruments keep in each process's cell: its `tracing` span, and with
+/// the `sim` feature its history's capture (see `history.rs`).
+#[cfg(not(feature = "sim"))]
+type ProcessMarks = SpanSlot;
+#[cfg(feature = "sim")]
+type ProcessMarks = Marks;
+
+/// Observability's state: the optional recorder and step timing (and with the
+/// `sim` feature, recorded histories).
 pub(crate) struct Observers {
     pub(crate) recorder: Option<Box<Recorder>>,
     pub(crate) timing: Option<Box<Timing>>,
+    #[cfg(feature = "sim")]
+    pub(crate) history: Box<HistoryState>,
 }
 
 impl Shared {
@@ -42,20 +57,45 @@ pub(crate) struct StepMarks {
     /// Keeps the process's span entered until the step is over.
     span: Entered,
     started: Option<u64>,
+    /// The process's capture, if its history is recorded.
+    #[cfg(feature = "sim")]
+    history: Option<Arc<Capture>>,
 }
 
 impl Instrument for Layers {
-    type ProcessSpan = SpanSlot;
+    type ProcessSpan = ProcessMarks;
     type Step = StepMarks;
 
     #[inline(always)]
-    fn no_span() -> SpanSlot {
+    fn no_span() -> ProcessMarks {
+        #[cfg(feature = "sim")]
+        return Marks::new(SpanSlot::none());
+        #[cfg(not(feature = "sim"))]
         SpanSlot::none()
     }
 
     #[inline(always)]
-    fn process_span(pid: Pid, entry: &EntryName, parent: Option<Pid>) -> SpanSlot {
+    fn process_span(pid: Pid, entry: &EntryName, parent: Option<Pid>) -> ProcessMarks {
+        #[cfg(feature = "sim")]
+        return Marks::new(SpanSlot::process(pid, entry, parent));
+        #[cfg(not(feature = "sim"))]
         SpanSlot::process(pid, entry, parent)
+    }
+
+    #[cfg(feature = "sim")]
+    #[inline(always)]
+    fn history_begins(
+        shared: &Shared,
+        span: &mut Marks,
+        process_type: &'static str,
+        entry: &str,
+        input: &crate::payload::Payloads,
+        requested: bool,
+    ) {
+        shared
+            .part::<Observers>()
+            .history
+            .begins(span, process_type, entry, input, requested);
     }
 
     #[inline(always)]
@@ -73,6 +113,8 @@ impl Instrument for Layers {
         if let Some(r) = shared.recorder() {
             r.spawned(caller, cell.pid(), cell.process_type(), cell.entry());
         }
+        #[cfg(feature = "sim")]
+        shared.part::<Observers>().history.spawned(cell);
     }
 
     #[inline(always)]
@@ -150,7 +192,12 @@ impl Instrument for Layers {
         let started = shared
             .timing()
             .map(|timing| timing.step_begins(worker, task.pid(), std::mem::take(woken)));
-        StepMarks { span, started }
+        StepMarks {
+            span,
+            started,
+            #[cfg(feature = "sim")]
+            history: history::step_begins(owned, events),
+        }
     }
 
     #[inline(always)]
@@ -173,11 +220,17 @@ impl Instrument for Layers {
     #[inline(always)]
     fn yielded(step: &StepMarks, yields: &[Yield]) {
         trace::yields(&step.span, yields);
+        #[cfg(feature = "sim")]
+        if let Some(capture) = &step.history {
+            capture.yielded(yields);
+        }
     }
 
     #[inline(always)]
     fn exited(owned: &Owned<'_>, result: &Result<Payload, ProcessError>) {
         trace::exited(owned, result);
+        #[cfg(feature = "sim")]
+        history::exited(owned, result);
     }
 
     #[inline(always)]

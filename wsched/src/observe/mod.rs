@@ -11,7 +11,10 @@
 //! | `trace.rs` | the `tracing` integration (the `tracing` feature): every hook, empty without it |
 //! | `recorder/` | the optional event recorder, its timeline JSON and its pictures |
 //! | `top.rs` | ranking processes by steps, busy time or mailbox, now or over a window |
+//! | `history.rs` | recorded process histories (the `sim` feature): what they hold, payload codecs, the capture and flight recorders |
 
+#[cfg(feature = "sim")]
+pub(crate) mod history;
 pub(crate) mod instrument;
 pub(crate) mod metrics;
 pub(crate) mod recorder;

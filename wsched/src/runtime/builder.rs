@@ -67,6 +67,9 @@ pub struct Builder {
     io: crate::io::runtime::IoConfig,
     #[cfg(feature = "tokio")]
     async_handlers: Vec<crate::io::handler::AsyncRegistration>,
+    /// Recorded histories: codecs, flight recorders (the `sim` feature).
+    #[cfg(feature = "sim")]
+    history: crate::observe::history::HistoryOptions,
 }
 
 impl Builder {
@@ -91,6 +94,10 @@ impl Builder {
             io: crate::io::runtime::IoConfig::new("wsched"),
             #[cfg(feature = "tokio")]
             async_handlers: Vec::new(),
+            #[cfg(feature = "sim")]
+            history: crate::observe::history::HistoryOptions::new(
+                crate::command::builtin::standard_codecs(),
+            ),
         }
     }
 
@@ -626,6 +633,8 @@ impl Builder {
                             },
                         ))
                     }),
+                    #[cfg(feature = "sim")]
+                    history: Box::new(crate::observe::history::HistoryState::new(self.history)),
                 },
             },
         });
@@ -649,6 +658,59 @@ pub(crate) enum SimulatedBuildError {
 impl From<BuildError> for SimulatedBuildError {
     fn from(error: BuildError) -> Self {
         Self::Build(error)
+    }
+}
+
+/// Recorded histories (the `sim` feature; see `wsched::sim::history`).
+#[cfg(feature = "sim")]
+impl Builder {
+    /// The codecs that recorded histories keep values with: messages, completion
+    /// outputs, entry arguments, yielded commands and results of a type with a
+    /// codec are kept whole, the others by their type name only (default:
+    /// [`Codecs::new`](crate::sim::history::Codecs::new), the standard types').
+    /// Give [`replay`](crate::sim::history::replay) the same.
+    pub fn history_codecs(mut self, codecs: crate::observe::history::Codecs) -> Self {
+        self.history.codecs = codecs;
+        self
+    }
+
+    /// A flight recorder for the processes of type `P` (the struct of a
+    /// `#[process]`, or the type implementing [`Process`](crate::Process)): each
+    /// keeps the history of its last `steps` steps, and when one fails (its entry
+    /// returns an error, or it panics) that history is dumped — to
+    /// [`on_flight_dump`](Self::on_flight_dump)'s hook, and kept for
+    /// [`Handle::take_flight_dumps`](crate::Handle::take_flight_dumps) (the
+    /// latest 64). A process that ends otherwise drops its recorder.
+    ///
+    /// The memory is bounded: at most `steps` steps per live process of the type.
+    /// Each of their steps records its events and yields (encoding the values
+    /// with codecs); processes of other types pay one branch a step.
+    pub fn flight_recorder<P: crate::IntoProcess>(self, steps: usize) -> Self {
+        self.flight_recorder_named(std::any::type_name::<P>(), steps)
+    }
+
+    /// [`flight_recorder`](Self::flight_recorder) for the process type named
+    /// `process_type`, as [`std::any::type_name`] spells it (the name a
+    /// history's [`process_type`](crate::sim::history::History::process_type)
+    /// holds).
+    pub fn flight_recorder_named(mut self, process_type: &'static str, steps: usize) -> Self {
+        self.history
+            .flights
+            .retain(|(name, _)| *name != process_type);
+        self.history.flights.push((process_type, steps));
+        self
+    }
+
+    /// Calls `hook` with each flight recorder's dump (see
+    /// [`flight_recorder`](Self::flight_recorder)), on the worker where the process
+    /// failed: it should be quick (log it, save it, send it away). A panic in it is
+    /// caught.
+    pub fn on_flight_dump(
+        mut self,
+        hook: impl Fn(&crate::observe::history::History) + Send + Sync + 'static,
+    ) -> Self {
+        self.history.on_dump = Some(Box::new(hook));
+        self
     }
 }
 

@@ -34,6 +34,10 @@
 //! - **A test driver.** [`check`] runs a body over a range of seeds and, at the
 //!   first failure, prints the seed, its plan, the trace's last events, the
 //!   command that reproduces it ([`SEED_VARIABLE`]) and the run's timeline.
+//! - **Record and replay one process.** [`history`] records one process's
+//!   history — on the threaded scheduler, on demand or as a flight recorder of its
+//!   type's last steps — and replays it in the test harness, reporting the first
+//!   divergence.
 //!
 //! ```
 //! use std::time::Duration;
@@ -72,6 +76,7 @@
 // | `handlers.rs` | simulated handlers: seeded latency, failure, hang, duplicate |
 // | `trace.rs` | the run's trace and its hash |
 // | `check.rs` | the test driver over a range of seeds, and its failure report |
+// | `history/` | one process's recorded history: codecs, files, replay in the harness |
 //
 // May use: `testing`, `supervisor`, `runtime`, `io`, `command`, `services`, `observe`, `engine`, `time`, the crate root.
 
@@ -79,6 +84,7 @@ mod check;
 mod context;
 mod faults;
 mod handlers;
+pub mod history;
 mod simulation;
 mod trace;
 

@@ -550,6 +550,9 @@ pub(crate) struct NewProcess {
     /// Beside the cell, not in it: the cell would have to grow by the input's size
     /// for the whole life of the process.
     input: Payloads,
+    /// Its history is to be recorded (`SpawnOptions::record_history`).
+    #[cfg(feature = "sim")]
+    record_history: bool,
 }
 
 impl NewProcess {
@@ -562,7 +565,16 @@ impl NewProcess {
         Self {
             cell: ProcessCell::unspawned(process, entry, detached),
             input,
+            #[cfg(feature = "sim")]
+            record_history: false,
         }
+    }
+
+    /// Asks for its history to be recorded from its entry on (see
+    /// `observe/history.rs`).
+    #[cfg(feature = "sim")]
+    pub(crate) fn record_history(&mut self) {
+        self.record_history = true;
     }
 
     /// The entry it is to run.
@@ -672,11 +684,23 @@ impl NewProcess {
         init: impl FnOnce(CellRef, &mut dyn Process, &str, Payloads) -> Result<(), E>,
     ) -> Result<Spawned, E> {
         let input = self.take_input();
+        #[cfg(feature = "sim")]
+        let record_history = self.record_history;
         let header = self.header_mut();
         header.pid = pid;
         header.handle = Some(crate::engine::worker::lend_handle(handle));
         header.parent = parent;
         header.span = <Layers as Instrument>::process_span(pid, &header.entry, parent);
+        // Before `init` consumes the input: the history's entry and arguments.
+        #[cfg(feature = "sim")]
+        <Layers as Instrument>::history_begins(
+            handle.shared(),
+            &mut header.span,
+            (header.cell_type.type_name)(),
+            header.entry.as_str(),
+            &input,
+            record_history,
+        );
         // The counts of the `Context`'s reference and the PID table's, added with
         // plain loads and stores while this is the only reference (`header_mut`
         // checked): cloning it twice was two locked instructions per spawn.
@@ -732,6 +756,10 @@ impl StashedProcess {
         NewProcess {
             cell: self.0,
             input,
+            // Not kept through the stash: a `Spawn` command's process is recorded
+            // only by its type's flight recorder.
+            #[cfg(feature = "sim")]
+            record_history: false,
         }
     }
 
@@ -810,6 +838,13 @@ impl Header {
     /// implementing type of a hand-written process.
     pub(crate) fn process_type(&self) -> &'static str {
         (self.cell_type.type_name)()
+    }
+
+    /// The instruments' span of the process (see `hooks.rs`), for the spawner,
+    /// which owns the cell until it is published (`Instrument::spawned`).
+    #[cfg(feature = "sim")]
+    pub(crate) fn unpublished_span(&self) -> &<Layers as Instrument>::ProcessSpan {
+        &self.span
     }
 
     /// What rebuilds the `dyn` pointer from the header (see [`CellRef::from_thin`]).
@@ -1136,7 +1171,7 @@ impl<'a> Owned<'a> {
     }
 
     /// The process's span (see `hooks.rs`), which only the owner touches.
-    #[cfg(feature = "tracing")]
+    #[cfg(any(feature = "tracing", feature = "sim"))]
     pub(crate) fn span(&self) -> &<Layers as Instrument>::ProcessSpan {
         &self.cell.span
     }
