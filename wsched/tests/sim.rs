@@ -775,3 +775,42 @@ fn the_whole_toolbox_runs_the_same_under_one_seed() {
         assert_eq!(whole_system(seed), (hash, steps), "seed {seed}");
     }
 }
+
+/// Fails after `period`.
+struct Flaky;
+
+#[process]
+impl Flaky {
+    #[entry]
+    fn run(&mut self, period: Duration) -> Result<(), BoxError> {
+        yield_cmd!(Sleep(period))?;
+        Err("worn out".into())
+    }
+}
+
+/// A supervisor allowing 3 restarts a minute, over a child failing every `period`;
+/// whether it still runs after an hour, and the virtual time it lasted.
+fn intensity_over(period: Duration) -> (bool, Duration) {
+    let tree = Supervisor::new(Strategy::OneForOne)
+        .intensity(3, Duration::from_secs(60))
+        .child(ChildSpec::new("flaky", || Flaky, "run", (period,)));
+    let mut sim = Simulation::builder().build().unwrap();
+    let root = sim.spawn(tree, Supervisor::ENTRY, ()).unwrap();
+    sim.run_until(|sim| sim.has_ended(root), Duration::from_secs(3600))
+        .map_or((true, sim.elapsed()), |()| (false, sim.elapsed()))
+}
+
+#[test]
+fn a_supervisors_restart_window_runs_in_virtual_time() {
+    // Six failures a minute: the fourth restart within the minute gives up.
+    let (alive, lasted) = intensity_over(Duration::from_secs(10));
+    assert!(!alive);
+    assert!(
+        lasted >= Duration::from_secs(40) && lasted < Duration::from_secs(60),
+        "{lasted:?}"
+    );
+    // Two a minute: within the intensity for the whole hour.
+    let (alive, lasted) = intensity_over(Duration::from_secs(30));
+    assert!(alive);
+    assert!(lasted >= Duration::from_secs(3600));
+}

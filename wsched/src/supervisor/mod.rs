@@ -412,8 +412,10 @@ impl Supervisor {
         });
     }
 
-    /// Where the intensity window reads the time (default [`Instant::now`]): a test
-    /// may pass a clock it moves by hand, to check the window without waiting.
+    /// Where the intensity window reads the time (default: the runtime's clock, as
+    /// [`Context::now`](crate::Context::now) reads it, which is virtual time in a
+    /// simulation): a test may pass a clock it moves by hand, to check the window
+    /// without waiting.
     ///
     /// ```
     /// use std::sync::{Arc, Mutex};
