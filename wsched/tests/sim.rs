@@ -814,3 +814,26 @@ fn a_supervisors_restart_window_runs_in_virtual_time() {
     assert!(alive);
     assert!(lasted >= Duration::from_secs(3600));
 }
+
+#[test]
+fn blocking_on_the_simulations_thread_is_refused_with_what_to_do() {
+    let sim = Simulation::builder().build().unwrap();
+    let store = sim.spawn(Store, Store::SERVE, ()).unwrap();
+    let handle = sim.handle().clone();
+    let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handle.wait(store)));
+    let message = panic_text(waited.expect_err("a wait that would block for ever"));
+    assert!(message.contains("Simulation::wait"), "{message}");
+    let called = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        handle.call::<u64, u64>(store, 1, Duration::from_secs(1))
+    }));
+    let message = panic_text(called.expect_err("a call that would block for ever"));
+    assert!(message.contains("call!"), "{message}");
+}
+
+fn panic_text(panic: Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_default()
+}

@@ -461,6 +461,12 @@ impl Shared {
 
     /// Blocks the calling thread until `pid` finishes (or `timeout` runs out).
     pub(crate) fn wait(&self, pid: Pid, timeout: Option<Duration>) -> Result<Payload, JoinError> {
+        assert!(
+            !clock::on_simulation_thread() || self.live_cell(pid).is_err(),
+            "wsched: Handle::wait was called on the thread that runs a simulation for a \
+             process that has not ended, which nothing would run while it blocks; use \
+             Simulation::wait instead"
+        );
         let slot = Arc::new(OneShot::default());
         let filler = Filler {
             pid,

@@ -783,6 +783,11 @@ where
     Q: Any + Send,
     R: Any + Send,
 {
+    assert!(
+        !clock::on_simulation_thread(),
+        "wsched: Handle::call was called on the thread that runs a simulation, where \
+         nothing runs while it blocks; call from a process (`call!`) instead"
+    );
     let slot = Arc::new(CallSlot::new());
     // Before the request goes: a death after it is delivered is seen with its reason.
     let monitor = shared

@@ -85,6 +85,17 @@ pub(crate) fn now() -> Instant {
     <RuntimeClock as TimeSource>::now()
 }
 
+/// Whether a simulation runs on this thread: nothing else runs while it blocks,
+/// so what would block it (a `Handle::wait` or `Handle::call` from outside) must
+/// refuse instead.
+#[inline]
+pub(crate) fn on_simulation_thread() -> bool {
+    #[cfg(feature = "sim")]
+    return virtual_time::get().is_some();
+    #[cfg(not(feature = "sim"))]
+    false
+}
+
 /// How long ago `earlier` was, by the runtime's clock (zero if it is later).
 #[inline(always)]
 pub(crate) fn since(earlier: Instant) -> Duration {
