@@ -837,3 +837,105 @@ fn panic_text(panic: Box<dyn std::any::Any + Send>) -> String {
         .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
         .unwrap_or_default()
 }
+
+/// A hand-written process: looks up each number it receives (tag = the count so
+/// far), sums the answers, and ends with the sum at a 0.
+#[derive(Default)]
+struct HandSummer {
+    waiting: Option<wsched::Tag>,
+    queued: std::collections::VecDeque<u64>,
+    sum: u64,
+    asked: u64,
+    done: bool,
+}
+
+impl wsched::Process for HandSummer {
+    fn init(
+        &mut self,
+        _ctx: wsched::Context,
+        method: &str,
+        _input: wsched::Payloads,
+    ) -> Result<(), wsched::InitError> {
+        match method {
+            "sum" => Ok(()),
+            other => Err(wsched::InitError::unknown_method(other, &["sum"])),
+        }
+    }
+
+    fn step(
+        &mut self,
+        events: wsched::Events<'_>,
+        out: &mut wsched::StepOutput,
+    ) -> Result<(), wsched::StepError> {
+        for event in events {
+            match event {
+                wsched::Event::Completion(done) if Some(done.tag) == self.waiting => {
+                    self.waiting = None;
+                    self.sum += done
+                        .result
+                        .map_err(wsched::StepError::new)?
+                        .downcast::<u64>()
+                        .unwrap();
+                }
+                // Completions of tags not outstanding (a simulated second answer) are
+                // ignored, as the `Process` contract says.
+                wsched::Event::Completion(_) => {}
+                wsched::Event::Message(message) => {
+                    let n = message.payload.downcast::<u64>().unwrap();
+                    if n == 0 {
+                        self.done = true;
+                    } else {
+                        self.queued.push_back(n);
+                    }
+                }
+                wsched::Event::Cancel => return Err(wsched::StepError::new(YieldError::Cancelled)),
+            }
+        }
+        if self.waiting.is_none() {
+            if let Some(n) = self.queued.pop_front() {
+                self.asked += 1;
+                let tag = wsched::Tag(self.asked);
+                out.yield_command(tag, Lookup(n));
+                self.waiting = Some(tag);
+            } else if self.done {
+                out.set_status(wsched::Status::Done(wsched::Payload::new(self.sum)));
+                return Ok(());
+            }
+        }
+        out.set_status(if self.waiting.is_some() {
+            wsched::Status::WaitingForYields
+        } else {
+            wsched::Status::WaitingForMessage
+        });
+        Ok(())
+    }
+}
+
+#[test]
+fn hand_written_processes_run_in_a_simulation_too() {
+    let run = |seed| {
+        let mut sim = Simulation::builder()
+            .seed(seed)
+            .faults(
+                Faults::none()
+                    .handler_duplicate(0.5)
+                    .delay(0.5, Duration::from_millis(3)),
+            )
+            .handler(
+                SimHandler::new(|Lookup(k)| Ok(k * 10))
+                    .latency(Duration::ZERO..Duration::from_millis(9)),
+            )
+            .build()
+            .unwrap();
+        let pid = sim.spawn(HandSummer::default(), "sum", ()).unwrap();
+        for n in [1_u64, 2, 3, 4, 0] {
+            sim.send(pid, n).unwrap();
+        }
+        let sum = sim.wait(pid).unwrap().downcast::<u64>().unwrap();
+        (sum, sim.trace_hash(), sim.fault_counts().duplicated)
+    };
+    let (sum, hash, duplicated) = run(21);
+    assert_eq!(sum, 100, "every duplicate ignored");
+    assert!(duplicated > 0);
+    assert_eq!(run(21), (sum, hash, duplicated));
+}
