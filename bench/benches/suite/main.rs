@@ -6,6 +6,8 @@
 //! cargo bench -p wsched-bench --bench suite -- [--workers N] [--reps N] [--only A,B] [--quick] [--list]
 //! ```
 //!
+//! `--features sim` adds `sim_steps` (a separate build: see `bench/Cargo.toml`).
+//!
 //! | module | concern |
 //! |---|---|
 //! | `harness` | interleaved repetitions, statistics, the report |
@@ -20,6 +22,7 @@
 //! | `latency` | wake-up latency and idle CPU |
 //! | `async_io` | an async handler's round trip (the `tokio` feature) |
 //! | `tcp_echo` | a 1,000-connection echo over loopback |
+//! | `sim` | the simulated scheduler's steps per second (`--features sim`) |
 
 mod async_io;
 mod deque;
@@ -27,6 +30,8 @@ mod harness;
 mod latch;
 mod latency;
 mod memory;
+#[cfg(feature = "sim")]
+mod sim;
 mod sys;
 mod tcp_echo;
 mod tokio_side;
@@ -81,6 +86,12 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
                             NAMES.join(", ")
                         ));
                     }
+                }
+                #[cfg(not(feature = "sim"))]
+                if names.iter().any(|n| n == "sim_steps") {
+                    return Err("sim_steps needs the bench crate's `sim` feature: \
+                                cargo bench -p wsched-bench --features sim --bench suite"
+                        .into());
                 }
                 options.only = Some(names);
             }
@@ -189,6 +200,15 @@ fn main() -> ExitCode {
                 sizes.tcp_rounds,
                 options.reps,
             ),
+            #[cfg(feature = "sim")]
+            "sim_steps" => sim::sim_steps(
+                &mut report,
+                sizes.sim_rounds,
+                sizes.sim_leaves,
+                options.reps,
+            ),
+            #[cfg(not(feature = "sim"))]
+            "sim_steps" => eprintln!("{name:<24} skipped (needs `--features sim`)"),
             other => unreachable!("workload {other} has no runner"),
         }
     }

@@ -29,6 +29,10 @@ pub struct Sizes {
     pub async_yield_trips: u64,
     pub tcp_conns: usize,
     pub tcp_rounds: usize,
+    #[cfg(feature = "sim")]
+    pub sim_rounds: u32,
+    #[cfg(feature = "sim")]
+    pub sim_leaves: u64,
 }
 
 impl Sizes {
@@ -56,6 +60,10 @@ impl Sizes {
             async_yield_trips: 20_000,
             tcp_conns: 1_000,
             tcp_rounds: 100,
+            #[cfg(feature = "sim")]
+            sim_rounds: 50_000,
+            #[cfg(feature = "sim")]
+            sim_leaves: 10_000,
         }
     }
 
@@ -83,12 +91,17 @@ impl Sizes {
             async_yield_trips: 1_000,
             tcp_conns: 100,
             tcp_rounds: 10,
+            #[cfg(feature = "sim")]
+            sim_rounds: 1_000,
+            #[cfg(feature = "sim")]
+            sim_leaves: 1_000,
         }
     }
 }
 
 /// Every workload, in the order the suite runs them: the generic ones, then the
-/// deque, then the special sections (memory, latency, idle CPU).
+/// deque, then the special sections (memory, latency, idle CPU, async I/O, the
+/// simulation: `sim_steps` needs `--features sim`).
 pub const NAMES: &[&str] = &[
     "skynet",
     "skynet_detached",
@@ -109,6 +122,7 @@ pub const NAMES: &[&str] = &[
     "idle_cpu",
     "async_yield",
     "tcp_echo",
+    "sim_steps",
 ];
 
 /// A run returning a `u64` result checked against `expected`.
