@@ -88,6 +88,8 @@ pub(crate) struct Context {
     pub(crate) faults: Faults,
     pub(crate) origin: Instant,
     pub(crate) now: Instant,
+    /// `now - origin`, kept as time moves: every trace note reads it.
+    elapsed: Duration,
     queue: BinaryHeap<Reverse<Scheduled>>,
     seq: u64,
     /// Completers of commands that hang: kept, so their yields never complete.
@@ -108,6 +110,7 @@ impl Context {
             faults,
             origin,
             now: origin,
+            elapsed: Duration::ZERO,
             queue: BinaryHeap::new(),
             seq: 0,
             hung: Vec::new(),
@@ -145,12 +148,13 @@ impl Context {
 
     /// Virtual time elapsed since the start.
     pub(crate) fn elapsed(&self) -> Duration {
-        self.now - self.origin
+        self.elapsed
     }
 
     /// Whether the plan's faults are on now.
+    #[inline]
     pub(crate) fn faults_on(&self) -> bool {
-        self.faults.active_at(self.elapsed())
+        self.faults.active_at(self.elapsed)
     }
 
     /// True with probability `p`, drawn from the seed (no draw when `p` is zero, so
@@ -211,14 +215,14 @@ impl Context {
     pub(crate) fn advance_to(&mut self, to: Instant) {
         if to > self.now {
             self.now = to;
+            self.elapsed = to - self.origin;
             virtual_time::set(Some(to));
         }
     }
 
     /// Notes `event` in the trace, at the current virtual time.
     pub(crate) fn note(&mut self, pid: Pid, event: TraceEvent) {
-        let at = self.elapsed();
-        self.trace.note(at, pid, event);
+        self.trace.note(self.elapsed, pid, event);
     }
 }
 

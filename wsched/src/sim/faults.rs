@@ -175,6 +175,7 @@ impl Faults {
     }
 
     /// Whether faults are on at `elapsed` into the run.
+    #[inline]
     pub(crate) fn active_at(&self, elapsed: Duration) -> bool {
         match self.mode {
             Mode::Safety => true,

@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::buggify::simulated as buggify;
 use crate::command::handler::Registration;
 use crate::command::Command;
+use crate::engine::counters::process_totals;
 use crate::engine::handle::Handle;
 use crate::engine::process::IntoProcess;
 use crate::engine::random::simulated as random;
@@ -370,9 +371,16 @@ impl Simulation {
     /// still has not ended (it waits for something that never comes);
     /// [`SimError::StepLimit`].
     pub fn wait(&mut self, pid: Pid) -> Result<Payload, SimError> {
+        // Looked up again only when a process ended: the lookup took a sixth of a
+        // simulated ping-pong.
+        let mut ended = None;
         loop {
-            if self.has_ended(pid) {
-                return self.handle().wait(pid).map_err(SimError::Join);
+            let now_ended = self.ended_so_far();
+            if ended != Some(now_ended) {
+                ended = Some(now_ended);
+                if self.has_ended(pid) {
+                    return self.handle().wait(pid).map_err(SimError::Join);
+                }
             }
             if let Turn::Idle = self.turn()? {
                 return Err(SimError::Idle {
@@ -517,6 +525,14 @@ impl Simulation {
     /// The recorded timeline, if [`SimBuilder::record`] turned the recorder on.
     pub fn recording(&self) -> Option<Recording> {
         self.handle().recording()
+    }
+
+    /// How many processes have ended so far (finished, failed or stopped): moves
+    /// whenever one ends.
+    fn ended_so_far(&self) -> u64 {
+        let shared = self.shared();
+        let totals = process_totals(shared.counters.iter().map(|c| &**c), &shared.outside_counts);
+        totals.finished + totals.failed + totals.stopped
     }
 
     fn origin(&self) -> std::time::Instant {
