@@ -74,7 +74,7 @@ pub(crate) mod simulated {
 
     /// Seeds this thread's stream with `seed`.
     pub(crate) fn enter(seed: u64) {
-        STREAM.with(|stream| stream.set(FastRand::seeded(seed ^ 0x5EED_0F_D4A7).0));
+        STREAM.with(|stream| stream.set(FastRand::seeded(seed ^ 0x005E_ED0F_D4A7).0));
     }
 
     /// Gives the stream back (reseeded from the clock at its next use).
