@@ -9,7 +9,7 @@
 //! builds no examples) does the test build them, with `cargo build --examples`
 //! (which, with its own feature set, may compile `wsched` once more). An example
 //! whose own unit tests `cargo test` runs (`test = true` in `examples/Cargo.toml`:
-//! `indexer`, `echo_server`, `chat_tcp`) is built by it only as a test harness, so
+//! `indexer`, `bank`, `echo_server`, `chat_tcp`) is built by it only as a test harness, so
 //! its program is built here.
 
 use std::io::Read;
@@ -129,6 +129,16 @@ examples! {
         "  Fetch  3 completed, 1 failed, 0 timed out, 1 aborted, 0 in flight",
         "  Probe  0 completed, 0 failed, 1 timed out, 0 aborted, 0 in flight",
         "shutdown: 1 finished while shutting down, 0 stopped, 1 piece of work aborted",
+    ];
+    bank ["{dir}"] => [
+        "  audit: the accounts hold 400.00, as they did",
+        "== the same run, simulated: seeds 0..1000, faults drawn from each seed",
+        "  error:     money was not conserved: the accounts hold ",
+        "  again:     the seed fails again with the same trace",
+        "  reproduce: WSCHED_SIM_SEED=",
+        "(open in Perfetto)",
+        ": the same run, step for step",
+        "  1000 seeds passed (",
     ];
     pingpong ["20", "100"] => ["20 pairs x 100 round trips on "];
     timers ["50", "20"] => ["1000 timers in 50 processes", "all fired ", "for reference: timers round up to 1 ms ticks"];

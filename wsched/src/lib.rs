@@ -120,7 +120,8 @@
 //! The repository's `book/` directory is a guide from nothing to confident use
 //! (`mdbook serve book` serves it; each chapter is a Markdown file under `book/src/`,
 //! and every Rust listing in it is a doc test of this crate, those of the async I/O
-//! chapter with the `tokio` feature):
+//! chapter with the `tokio` feature and those of the simulation chapter with the
+//! `sim` feature):
 //!
 //! | chapter | file |
 //! |---|---|
@@ -133,6 +134,7 @@
 //! | errors, panics and cancellation | `book/src/errors.md` |
 //! | testing a process step by step (see [`testing`]) | `book/src/testing.md` |
 //! | when processes fail: monitors, links, supervisors, calls, names, bounded mailboxes, dead letters | `book/src/failure-handling.md` |
+//! | finding bugs by simulation (the `sim` feature): a bank whose planted bug a seed finds and replays, virtual time, simulated handlers, fault plans, `sim::check` | `book/src/simulation.md` |
 //! | async I/O (the `tokio` feature): plain, blocking or async handlers, cancellation reaching the future, options, the I/O runtime, sockets as processes | `book/src/io.md` |
 //! | observability: metrics, listings, step timing, `top`, tracing, recorded timelines | `book/src/observability.md` |
 //! | writing a [`Process`] by hand | `book/src/hand-written.md` |
@@ -146,8 +148,10 @@
 //! talking by PID), `echo_server` and `chat_tcp` (sockets as processes, with the
 //! `tokio` feature: see `wsched::io::tcp`), `supervise`, `hand_written` (the
 //! [`Process`] trait without the macro), `showcase`, `http_client` (processes
-//! calling an HTTP server through `reqwest` in an async handler), and the
-//! measuring ones `pingpong`, `timers`, `top` and `timeline`.
+//! calling an HTTP server through `reqwest` in an async handler), `bank` (a payment
+//! run whose planted bug a simulation finds over 1,000 seeds and replays from its
+//! seed, with the `sim` feature: see `wsched::sim`), and the measuring ones
+//! `pingpong`, `timers`, `top` and `timeline`.
 //!
 //! # Tracing
 //!
@@ -277,6 +281,11 @@ mod book {
     struct Testing;
     #[doc = include_str!("../../book/src/failure-handling.md")]
     struct FailureHandling;
+    /// Compiled and run only with the `sim` feature, which its listings use (as
+    /// `cargo test --workspace` builds `wsched`: the examples enable it).
+    #[cfg(feature = "sim")]
+    #[doc = include_str!("../../book/src/simulation.md")]
+    struct Simulation;
     /// Compiled and run only with the `tokio` feature, which its listings use (as
     /// `cargo test --workspace` builds `wsched`: the examples enable it).
     #[cfg(feature = "tokio")]
