@@ -367,7 +367,7 @@ fn audit(core: &Core, outcomes: &BTreeMap<u32, Outcome>) -> Result<(), String> {
         let (debits, credits) = (postings(Side::Debit), postings(Side::Credit));
         if debits > 1 || credits > 1 {
             twice += &format!(
-                "; transfer {} ({} -> {}, {}) debited {debits} times, credited {credits}",
+                "; transfer {} ({} -> {}, {}) debited {debits} times, credited {credits} times",
                 order.id,
                 order.from,
                 order.to,
@@ -455,6 +455,7 @@ fn check_payment_run(
     check(|seed| simulation(seed, &core))
         .seeds(seeds)
         .timeline_dir(timelines)
+        .command("cargo run -p wsched-examples --example bank")
         .run(|sim| payment_run_balances(sim, ids, &core))
 }
 // ANCHOR_END: simulation
@@ -508,10 +509,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         started.elapsed().as_secs_f64()
     );
     print!("{failure}");
-    println!(
-        "  (this program: {SEED_VARIABLE}={} cargo run -p wsched-examples --example bank)",
-        failure.seed
-    );
 
     println!("\n== seed {} again, alone", failure.seed);
     let (error, hash) = replay(failure.seed, Ids::PerAttempt)?;
@@ -673,7 +670,10 @@ mod tests {
         assert!(failure.error.contains("; transfer "), "{report}");
         assert!(failure.reproduced, "{report}");
         assert!(
-            report.contains(&format!("WSCHED_SIM_SEED={} cargo test", failure.seed)),
+            report.contains(&format!(
+                "WSCHED_SIM_SEED={} cargo run -p wsched-examples --example bank",
+                failure.seed
+            )),
             "{report}"
         );
         let (error, hash) = replay(failure.seed, Ids::PerAttempt).unwrap();

@@ -939,3 +939,71 @@ fn hand_written_processes_run_in_a_simulation_too() {
     assert!(duplicated > 0);
     assert_eq!(run(21), (sum, hash, duplicated));
 }
+
+#[test]
+fn a_lost_answer_does_the_work_and_fails_the_yield() {
+    let applied = Arc::new(AtomicU64::new(0));
+    let counted = applied.clone();
+    let handler = SimHandler::new(move |Lookup(k)| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        Ok(k)
+    })
+    .lost_answer(1.0);
+    let mut sim = Simulation::builder().handler(handler).build().unwrap();
+    let pid = sim.spawn(Asker, Asker::ASK, (3_u32,)).unwrap();
+    let answers = sim
+        .wait(pid)
+        .unwrap()
+        .downcast::<Vec<Result<u64, String>>>()
+        .unwrap();
+    assert_eq!(answers, vec![Err("injected".to_owned()); 3]);
+    assert_eq!(
+        applied.load(Ordering::SeqCst),
+        3,
+        "the work was done each time"
+    );
+    assert_eq!(sim.fault_counts().lost, 3);
+}
+
+/// Yields one lookup; how it went.
+struct Once;
+
+#[process]
+impl Once {
+    #[entry]
+    fn run(&mut self) -> Result<String, BoxError> {
+        Ok(match yield_cmd!(Lookup(1)) {
+            Ok(v) => format!("answered {v}"),
+            Err(YieldError::TimedOut { after, .. }) => format!("timed out after {after:?}"),
+            Err(other) => format!("{other}"),
+        })
+    }
+}
+
+#[test]
+fn a_simulated_timeout_fails_a_slow_or_hanging_command_at_its_deadline() {
+    let run = |handler: SimHandler<Lookup>| {
+        let mut sim = Simulation::builder().handler(handler).build().unwrap();
+        let pid = sim.spawn(Once, Once::RUN, ()).unwrap();
+        let said = sim.wait(pid).unwrap().downcast::<String>().unwrap();
+        (said, sim.elapsed())
+    };
+    let slow = SimHandler::new(|Lookup(k)| Ok(k))
+        .latency(Duration::from_secs(5)..Duration::from_secs(6))
+        .timeout(Duration::from_secs(1));
+    assert_eq!(
+        run(slow),
+        ("timed out after 1s".to_owned(), Duration::from_secs(1))
+    );
+    let hanging = SimHandler::new(|Lookup(k)| Ok(k))
+        .hang(1.0)
+        .timeout(Duration::from_secs(2));
+    assert_eq!(
+        run(hanging),
+        ("timed out after 2s".to_owned(), Duration::from_secs(2))
+    );
+    let quick = SimHandler::new(|Lookup(k)| Ok(k + 1))
+        .latency(Duration::from_millis(10)..Duration::from_millis(11))
+        .timeout(Duration::from_secs(1));
+    assert_eq!(run(quick).0, "answered 2");
+}

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::engine::process::panic_message;
 use crate::observe::recorder::RecordOptions;
+use crate::pid::Pid;
 use crate::sim::faults::Faults;
 use crate::sim::simulation::{SimBuilder, Simulation};
 use crate::sim::trace::TraceEntry;
@@ -23,6 +24,7 @@ pub struct Check<M> {
     seeds: Range<u64>,
     timeline_dir: Option<PathBuf>,
     name: Option<String>,
+    command: Option<String>,
 }
 
 /// A check over a range of seeds (default `0..100`): for each, `make(seed)`
@@ -70,6 +72,7 @@ where
         seeds: 0..100,
         timeline_dir: None,
         name: None,
+        command: None,
     }
 }
 
@@ -94,6 +97,15 @@ where
     /// current thread's name, which is the test's under `cargo test`).
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
+        self
+    }
+
+    /// The command that runs this check, for the line of a failure's report that
+    /// reruns its seed (`WSCHED_SIM_SEED=N` and then this): a program's `cargo run
+    /// -p … --example …`, say. Default: `cargo test -- --exact NAME` (see
+    /// [`name`](Self::name)).
+    pub fn command(mut self, command: impl Into<String>) -> Self {
+        self.command = Some(command.into());
         self
     }
 
@@ -145,6 +157,10 @@ where
                         .clone()
                         .or_else(|| std::thread::current().name().map(str::to_owned))
                         .filter(|name| name != "main");
+                    let command = self.command.clone().unwrap_or_else(|| match &name {
+                        Some(name) => format!("cargo test -- --exact {name}"),
+                        None => "cargo test".to_owned(),
+                    });
                     return Err(Box::new(CheckFailure {
                         seed,
                         seeds,
@@ -157,7 +173,8 @@ where
                         tail: outcome.tail,
                         reproduced: again.error.is_some() && again.hash == outcome.hash,
                         timeline: again.timeline,
-                        name,
+                        labels: again.labels,
+                        command,
                     }));
                 }
             }
@@ -204,6 +221,8 @@ struct Outcome {
     elapsed: Duration,
     tail: Vec<TraceEntry>,
     timeline: Option<Result<(PathBuf, PathBuf), String>>,
+    /// What the recorder calls the processes of the tail (a recorded run's).
+    labels: Vec<(Pid, String)>,
 }
 
 fn run_one<M, E, B>(make: &mut M, seed: u64, record: Option<&PathBuf>, body: &mut B) -> Outcome
@@ -227,6 +246,7 @@ where
                 elapsed: Duration::ZERO,
                 tail: Vec::new(),
                 timeline: None,
+                labels: Vec::new(),
             }
         }
     };
@@ -236,14 +256,24 @@ where
         Err(panic) => Some(format!("panicked: {}", panic_message(&*panic))),
     };
     let timeline = record.map(|dir| write_timeline(&sim, dir));
+    let tail = sim.trace_tail();
+    let mut labels: Vec<(Pid, String)> = Vec::new();
+    if let Some(recording) = sim.recording() {
+        for entry in &tail {
+            if !labels.iter().any(|(pid, _)| *pid == entry.pid) {
+                labels.push((entry.pid, recording.label(entry.pid)));
+            }
+        }
+    }
     Outcome {
         error,
         faults: Some(sim.faults().clone()),
         hash: sim.trace_hash(),
         steps: sim.steps(),
         elapsed: sim.elapsed(),
-        tail: sim.trace_tail(),
+        tail,
         timeline,
+        labels,
     }
 }
 
@@ -314,17 +344,17 @@ pub struct CheckFailure {
     pub reproduced: bool,
     /// Where the timeline was written (Perfetto JSON, SVG), or why it was not.
     pub timeline: Option<Result<(PathBuf, PathBuf), String>>,
-    /// The test's name, for the command that reproduces it.
-    pub name: Option<String>,
+    /// What the processes of the tail are (`Type::entry <pid>`), as the recorder of
+    /// the seed's second run named them.
+    pub labels: Vec<(Pid, String)>,
+    /// The command that runs the check (see [`Check::command`]).
+    pub command: String,
 }
 
 impl CheckFailure {
     /// The command that runs this seed alone.
     pub fn reproduce(&self) -> String {
-        match &self.name {
-            Some(name) => format!("{SEED_VARIABLE}={} cargo test -- --exact {name}", self.seed),
-            None => format!("{SEED_VARIABLE}={} cargo test", self.seed),
-        }
+        format!("{SEED_VARIABLE}={} {}", self.seed, self.command)
     }
 }
 
@@ -369,7 +399,10 @@ impl fmt::Display for CheckFailure {
         if !self.tail.is_empty() {
             writeln!(f, "  last events (virtual time, process, event):")?;
             for entry in &self.tail {
-                writeln!(f, "    {entry}")?;
+                match self.labels.iter().find(|(pid, _)| *pid == entry.pid) {
+                    Some((_, label)) => writeln!(f, "    {:<40}  {label}", entry.to_string())?,
+                    None => writeln!(f, "    {entry}")?,
+                }
             }
         }
         Ok(())

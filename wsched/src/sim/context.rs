@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::engine::completion::RawCompleter;
 use crate::engine::random::{FastRand, RandomSource};
 use crate::engine::shared::Task;
-use crate::error::BoxError;
+use crate::error::YieldError;
 use crate::payload::Payload;
 use crate::pid::Pid;
 use crate::sim::faults::Faults;
@@ -23,7 +23,7 @@ pub(crate) enum Due {
     /// A simulated command's completion.
     Complete {
         completer: RawCompleter,
-        result: Result<Payload, BoxError>,
+        result: Result<Payload, YieldError>,
     },
     /// A second completion of a command already completed (or to be).
     Duplicate(RawCompleter),
@@ -72,6 +72,8 @@ impl Ord for Scheduled {
 pub struct FaultCounts {
     /// Simulated commands that failed on purpose.
     pub failed: u64,
+    /// Simulated commands whose work was done and whose answer was lost.
+    pub lost: u64,
     /// Simulated commands left without an answer.
     pub hung: u64,
     /// Second completions delivered.
@@ -226,7 +228,11 @@ impl Context {
     }
 }
 
-/// A yield's error for a command the simulation failed on purpose.
-pub(crate) fn injected(command: &'static str) -> BoxError {
-    Box::new(crate::sim::faults::SimulatedFault { command })
+/// A yield's error for a command the simulation failed on purpose (`applied`: after
+/// its work was done, the answer lost).
+pub(crate) fn injected(command: &'static str, applied: bool) -> YieldError {
+    YieldError::Failed {
+        command,
+        source: Box::new(crate::sim::faults::SimulatedFault { command, applied }),
+    }
 }

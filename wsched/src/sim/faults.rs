@@ -43,6 +43,9 @@ pub struct Faults {
     /// Probability that a simulated command fails (its yield gets
     /// [`YieldError::Failed`](crate::YieldError::Failed) with a [`SimulatedFault`]).
     pub handler_failure: f64,
+    /// Probability that a simulated command does its work and then loses its answer
+    /// (its yield fails with a [`SimulatedFault`] whose `applied` is true).
+    pub handler_lost_answer: f64,
     /// Probability that a simulated command never completes.
     pub handler_hang: f64,
     /// Probability that a simulated command completes twice (the runtime must
@@ -71,6 +74,7 @@ impl Faults {
     pub fn none() -> Self {
         Self {
             handler_failure: 0.0,
+            handler_lost_answer: 0.0,
             handler_hang: 0.0,
             handler_duplicate: 0.0,
             latency: Duration::ZERO..Duration::ZERO,
@@ -104,14 +108,26 @@ impl Faults {
         let delay = pick(0.3);
         let buggify = pick(0.1);
         let longest = 1 + rng.next() % 50;
+        let max_delay = Duration::from_millis(1 + rng.next() % 20);
+        // Drawn after the others, so that adding it left their draws as they were.
+        let handler_lost_answer = {
+            let on = rng.next() % 3 != 0;
+            let level = (rng.next() % 1_000) as f64 / 1_000.0;
+            if on {
+                0.05 * level
+            } else {
+                0.0
+            }
+        };
         Self {
             handler_failure,
+            handler_lost_answer,
             handler_hang,
             handler_duplicate,
             latency: Duration::ZERO..Duration::from_millis(longest),
             crash,
             delay,
-            max_delay: Duration::from_millis(1 + rng.next() % 20),
+            max_delay,
             buggify,
             mode: Mode::Safety,
         }
@@ -139,6 +155,13 @@ impl Faults {
     /// This plan with simulated commands failing at probability `p`.
     pub fn handler_failure(mut self, p: f64) -> Self {
         self.handler_failure = p;
+        self
+    }
+
+    /// This plan with simulated commands doing their work and losing their answer at
+    /// probability `p`.
+    pub fn handler_lost_answer(mut self, p: f64) -> Self {
+        self.handler_lost_answer = p;
         self
     }
 
@@ -187,6 +210,7 @@ impl Faults {
     pub(crate) fn check(&self) -> Result<(), String> {
         let probabilities = [
             ("handler_failure", self.handler_failure),
+            ("handler_lost_answer", self.handler_lost_answer),
             ("handler_hang", self.handler_hang),
             ("handler_duplicate", self.handler_duplicate),
             ("crash", self.crash),
@@ -221,9 +245,10 @@ impl fmt::Display for Faults {
         let percent = |p: f64| format!("{:.2}%", p * 100.0);
         write!(
             f,
-            "handlers fail {}, hang {}, complete twice {}, take {:?}..{:?}; \
-             crashes {} per step; delays {} up to {:?}; buggify {}; ",
+            "handlers fail {}, lose the answer {}, hang {}, complete twice {}, take \
+             {:?}..{:?}; crashes {} per step; delays {} up to {:?}; buggify {}; ",
             percent(self.handler_failure),
+            percent(self.handler_lost_answer),
             percent(self.handler_hang),
             percent(self.handler_duplicate),
             self.latency.start,
@@ -247,15 +272,27 @@ impl fmt::Display for Faults {
 pub struct SimulatedFault {
     /// The command's type name.
     pub command: &'static str,
+    /// Whether the command's work was done before the answer was lost (a request
+    /// that arrived, whose reply did not): retrying it does the work again.
+    pub applied: bool,
 }
 
 impl fmt::Display for SimulatedFault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "the simulation failed this `{}` on purpose (a handler fault of its plan)",
-            self.command
-        )
+        if self.applied {
+            write!(
+                f,
+                "the simulation lost the answer of this `{}` on purpose, after its work \
+                 was done (a handler fault of its plan)",
+                self.command
+            )
+        } else {
+            write!(
+                f,
+                "the simulation failed this `{}` on purpose (a handler fault of its plan)",
+                self.command
+            )
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! Simulated handlers: what stands in for a command's real handler in a
 //! simulation. Each answers after a latency drawn from the seed, and the fault
-//! plan (or the handler's own odds) makes it fail, hang or answer twice.
+//! plan (or the handler's own odds) makes it fail, lose its answer, hang or answer
+//! twice.
 
 use std::fmt;
 use std::ops::Range;
@@ -10,7 +11,7 @@ use std::time::Duration;
 use crate::command::handler::{Placement, Registration};
 use crate::command::{Command, Completer};
 use crate::engine::completion::RawCompleter;
-use crate::error::BoxError;
+use crate::error::{BoxError, YieldError};
 use crate::payload::Payload;
 use crate::sim::context::{injected, Context, Due};
 use crate::sim::trace::TraceEvent;
@@ -40,8 +41,10 @@ pub struct SimHandler<C: Command> {
     answer: Arc<Answer<C>>,
     latency: Option<Range<Duration>>,
     failure: Option<f64>,
+    lost_answer: Option<f64>,
     hang: Option<f64>,
     duplicate: Option<f64>,
+    timeout: Option<Duration>,
 }
 
 impl<C: Command> SimHandler<C> {
@@ -56,8 +59,10 @@ impl<C: Command> SimHandler<C> {
             answer: Arc::new(answer),
             latency: None,
             failure: None,
+            lost_answer: None,
             hang: None,
             duplicate: None,
+            timeout: None,
         }
     }
 
@@ -71,6 +76,24 @@ impl<C: Command> SimHandler<C> {
     /// probability `p`, instead of the plan's.
     pub fn failure(mut self, p: f64) -> Self {
         self.failure = Some(p);
+        self
+    }
+
+    /// Does the work and then loses the answer with probability `p`, instead of
+    /// the plan's: the yield fails with a [`SimulatedFault`](super::SimulatedFault)
+    /// whose `applied` is true — a request that reached the other side, whose
+    /// reply did not come back. The fault behind most non-idempotent retries.
+    pub fn lost_answer(mut self, p: f64) -> Self {
+        self.lost_answer = Some(p);
+        self
+    }
+
+    /// Gives up after `timeout`, as a real async handler's `AsyncOptions::timeout`
+    /// would (so give it the same): a latency drawn longer, or a hang, fails the yield with
+    /// [`YieldError::TimedOut`] at `timeout` (the work done when the latency
+    /// was merely long, not when the command hung).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
         self
     }
 
@@ -89,6 +112,7 @@ impl<C: Command> SimHandler<C> {
     fn check(&self) -> Result<(), String> {
         for (name, p) in [
             ("failure", self.failure),
+            ("lost_answer", self.lost_answer),
             ("hang", self.hang),
             ("duplicate", self.duplicate),
         ] {
@@ -117,58 +141,99 @@ impl<C: Command> SimHandler<C> {
         let handler = move |command: C, done: Completer<C>| {
             let command_name = std::any::type_name::<C>();
             let pid = done.pid();
-            let Some(()) = Context::with(|sim| {
-                let on = sim.faults_on();
-                let odds = |own: Option<f64>, plan: f64| if on { own.unwrap_or(plan) } else { 0.0 };
-                let hang = odds(self.hang, sim.faults.handler_hang);
-                let failure = odds(self.failure, sim.faults.handler_failure);
-                let duplicate = odds(self.duplicate, sim.faults.handler_duplicate);
-                let latency = match &self.latency {
-                    Some(range) => range.clone(),
-                    None => sim.faults.latency.clone(),
-                };
-                let latency = sim.duration_in(latency.start, latency.end);
-                if sim.chance(hang) {
-                    sim.counts.hung += 1;
-                    sim.note(pid, TraceEvent::Hang);
-                    sim.hung.push(done.into_raw());
-                    return;
-                }
-                if sim.chance(duplicate) {
-                    sim.counts.duplicated += 1;
-                    sim.note(pid, TraceEvent::Duplicate);
-                    let second = RawCompleter::for_yield(
-                        done.process_cell(),
-                        done.tag(),
-                        std::any::type_name::<C>,
-                    );
-                    let after = latency
-                        + sim.duration_in(Duration::ZERO, latency + Duration::from_millis(1));
-                    sim.schedule(after, Due::Duplicate(second));
-                }
-                let result = if sim.chance(failure) {
-                    sim.counts.failed += 1;
-                    sim.note(pid, TraceEvent::Fail);
-                    Err(injected(command_name))
-                } else {
-                    // The answer runs now, inside the step, so that a panic in it is
-                    // the yield's, as a real handler's would be.
-                    (self.answer)(command).map(Payload::new)
-                };
-                sim.schedule(
-                    latency,
-                    Due::Complete {
-                        completer: done.into_raw(),
-                        result,
-                    },
-                );
-            }) else {
+            let Some(()) = Context::with(|sim| self.handle(sim, command, done)) else {
                 // Registered only in a simulation, which runs its steps on its own
                 // thread: reaching here means a step ran elsewhere.
-                panic!("a simulated handler of `{command_name}` ran outside its simulation");
+                panic!(
+                    "a simulated handler of `{command_name}` ran outside its simulation ({pid})"
+                );
             };
         };
         Ok(Registration::new::<C, _>(Placement::Worker, handler))
+    }
+
+    /// Draws what happens to one yield of `command`, and leaves it with `sim`.
+    fn handle(&self, sim: &mut Context, command: C, done: Completer<C>) {
+        let command_name = std::any::type_name::<C>();
+        let pid = done.pid();
+        let on = sim.faults_on();
+        let odds = |own: Option<f64>, plan: f64| if on { own.unwrap_or(plan) } else { 0.0 };
+        let hang = odds(self.hang, sim.faults.handler_hang);
+        let failure = odds(self.failure, sim.faults.handler_failure);
+        let lost = odds(self.lost_answer, sim.faults.handler_lost_answer);
+        let duplicate = odds(self.duplicate, sim.faults.handler_duplicate);
+        let latency = match &self.latency {
+            Some(range) => range.clone(),
+            None => sim.faults.latency.clone(),
+        };
+        let latency = sim.duration_in(latency.start, latency.end);
+        let timed_out = |after| YieldError::TimedOut {
+            command: command_name,
+            after,
+        };
+        if sim.chance(hang) {
+            sim.counts.hung += 1;
+            sim.note(pid, TraceEvent::Hang);
+            match self.timeout {
+                // Its caller gives up at the timeout, as a real handler's would.
+                Some(after) => {
+                    let result = Err(timed_out(after));
+                    sim.schedule(
+                        after,
+                        Due::Complete {
+                            completer: done.into_raw(),
+                            result,
+                        },
+                    );
+                }
+                None => sim.hung.push(done.into_raw()),
+            }
+            return;
+        }
+        if sim.chance(duplicate) {
+            sim.counts.duplicated += 1;
+            sim.note(pid, TraceEvent::Duplicate);
+            let second =
+                RawCompleter::for_yield(done.process_cell(), done.tag(), std::any::type_name::<C>);
+            let after =
+                latency + sim.duration_in(Duration::ZERO, latency + Duration::from_millis(1));
+            sim.schedule(after, Due::Duplicate(second));
+        }
+        let (result, after) = if sim.chance(failure) {
+            sim.counts.failed += 1;
+            sim.note(pid, TraceEvent::Fail);
+            (Err(injected(command_name, false)), latency)
+        } else {
+            // The answer runs now, inside the step, so that a panic in it is the
+            // yield's, as a real handler's would be; what it does is done, even when
+            // the answer is then lost or late.
+            let answer = (self.answer)(command);
+            if sim.chance(lost) {
+                sim.counts.lost += 1;
+                sim.note(pid, TraceEvent::LostAnswer);
+                (Err(injected(command_name, true)), latency)
+            } else {
+                match self.timeout.filter(|&timeout| latency > timeout) {
+                    Some(timeout) => (Err(timed_out(timeout)), timeout),
+                    None => (
+                        answer
+                            .map(Payload::new)
+                            .map_err(|source| YieldError::Failed {
+                                command: command_name,
+                                source,
+                            }),
+                        latency,
+                    ),
+                }
+            }
+        };
+        sim.schedule(
+            after,
+            Due::Complete {
+                completer: done.into_raw(),
+                result,
+            },
+        );
     }
 }
 
@@ -178,6 +243,8 @@ impl<C: Command> fmt::Debug for SimHandler<C> {
             .field("command", &std::any::type_name::<C>())
             .field("latency", &self.latency)
             .field("failure", &self.failure)
+            .field("lost_answer", &self.lost_answer)
+            .field("timeout", &self.timeout)
             .field("hang", &self.hang)
             .field("duplicate", &self.duplicate)
             .finish()

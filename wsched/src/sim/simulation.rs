@@ -150,8 +150,8 @@ impl SimBuilder {
     }
 
     /// Records the run's timeline (see [`Recording`]): its Perfetto and SVG
-    /// pictures show the simulated run as the recorder sees any other. The
-    /// recorder's timestamps are the machine's, not virtual time.
+    /// pictures show the simulated run as the recorder sees any other, on the
+    /// virtual time axis.
     pub fn record(mut self, options: RecordOptions) -> Self {
         self.record = Some(options);
         self
@@ -636,13 +636,10 @@ impl Simulation {
                 return;
             };
             match scheduled.due {
-                Due::Complete { completer, result } => match result {
-                    Ok(payload) => completer.deliver(Ok(payload)),
-                    Err(error) => completer.fail(error),
-                },
+                Due::Complete { completer, result } => completer.deliver(result),
                 Due::Duplicate(completer) => {
                     let command = completer.command_name();
-                    completer.fail(crate::sim::context::injected(command));
+                    completer.deliver(Err(crate::sim::context::injected(command, false)));
                 }
                 Due::Release(task) => self.ready.push(task),
             }

@@ -21,6 +21,8 @@ pub enum TraceEvent {
     Delay(Duration),
     /// A simulated command it yielded was failed on purpose.
     Fail,
+    /// A simulated command it yielded was done, and its answer lost.
+    LostAnswer,
     /// A simulated command it yielded will never complete.
     Hang,
     /// A simulated command it yielded was completed a second time.
@@ -71,6 +73,7 @@ impl Trace {
             TraceEvent::Fail => (4, 0),
             TraceEvent::Hang => (5, 0),
             TraceEvent::Duplicate => (6, 0),
+            TraceEvent::LostAnswer => (7, 0),
         };
         for word in [kind, at.as_nanos() as u64, pid.as_u64(), detail] {
             self.hash = mix(self.hash, word);
