@@ -466,36 +466,39 @@ impl Tally {
     }
 }
 
+/// The tally's simulation for `seed`, faults drawn from it.
+fn tally_simulation(seed: u64) -> wsched::sim::SimBuilder {
+    Simulation::builder()
+        .seed(seed)
+        .faults(Faults::from_seed(seed))
+        .handler(SimHandler::new(|Lookup(k)| Ok(k)))
+}
+
+/// Runs a tally of 20 to its end; the total it reached.
+fn run_tally(sim: &mut Simulation) -> Result<u64, String> {
+    let total = Arc::new(AtomicU64::new(0));
+    let tally = Tally {
+        total: total.clone(),
+    };
+    let pid = sim
+        .spawn(tally, Tally::RUN, (20_u64,))
+        .map_err(|e| e.to_string())?;
+    let _ = sim.wait(pid);
+    Ok(total.load(Ordering::SeqCst))
+}
+
 #[test]
 fn the_check_driver_finds_a_failing_seed_and_reports_how_to_reproduce_it() {
     let dir = std::env::temp_dir().join(format!("wsched-sim-check-{}", std::process::id()));
-    let failure = check(|seed| {
-        Simulation::builder()
-            .seed(seed)
-            .faults(Faults::from_seed(seed))
-            .handler(SimHandler::new(|Lookup(k)| Ok(k)))
-    })
-    .seeds(0..1_000)
-    .timeline_dir(&dir)
-    .name("sim::planted")
-    .run(|sim| {
-        let total = Arc::new(AtomicU64::new(0));
-        let pid = sim
-            .spawn(
-                Tally {
-                    total: total.clone(),
-                },
-                Tally::RUN,
-                (20_u64,),
-            )
-            .map_err(|e| e.to_string())?;
-        let _ = sim.wait(pid);
-        match total.load(Ordering::SeqCst) {
+    let failure = check(tally_simulation)
+        .seeds(0..1_000)
+        .timeline_dir(&dir)
+        .name("sim::planted")
+        .run(|sim| match run_tally(sim)? {
             20 => Ok(()),
             n => Err(format!("the tally is {n}, not 20")),
-        }
-    })
-    .expect_err("a seed with handler failures breaks the tally");
+        })
+        .expect_err("a seed with handler failures breaks the tally");
     let report = failure.to_string();
     assert!(failure.reproduced, "{report}");
     assert!(
@@ -504,6 +507,10 @@ fn the_check_driver_finds_a_failing_seed_and_reports_how_to_reproduce_it() {
     );
     assert!(report.contains("the tally is"), "{report}");
     assert!(report.contains("handlers fail"), "{report}");
+    assert!(
+        report.contains("Tally::run <1>"),
+        "the tail names the process: {report}"
+    );
     assert_eq!(
         failure.reproduce(),
         format!(
@@ -521,24 +528,8 @@ fn the_check_driver_finds_a_failing_seed_and_reports_how_to_reproduce_it() {
     let _ = std::fs::remove_dir_all(&dir);
 
     // The seed it printed fails again on its own, with the same trace.
-    let mut sim = Simulation::builder()
-        .seed(failure.seed)
-        .faults(Faults::from_seed(failure.seed))
-        .handler(SimHandler::new(|Lookup(k)| Ok(k)))
-        .build()
-        .unwrap();
-    let total = Arc::new(AtomicU64::new(0));
-    let pid = sim
-        .spawn(
-            Tally {
-                total: total.clone(),
-            },
-            Tally::RUN,
-            (20_u64,),
-        )
-        .unwrap();
-    let _ = sim.wait(pid);
-    assert_ne!(total.load(Ordering::SeqCst), 20);
+    let mut sim = tally_simulation(failure.seed).build().unwrap();
+    assert_ne!(run_tally(&mut sim).unwrap(), 20);
     assert_eq!(sim.trace_hash(), failure.trace_hash);
 }
 
