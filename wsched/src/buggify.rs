@@ -20,11 +20,24 @@ pub(crate) enum Buggify {
     /// A timer fires just before the cancel that would have stopped it: its
     /// completion reaches a process that no longer waits for it.
     TimerBeforeCancel,
+    /// The callee of a call with a timeout next runs only at the call's deadline
+    /// (its worker was busy): its reply races the timeout, and either may win.
+    ReplyAtDeadline,
 }
 
 /// How many points there are.
 #[cfg(feature = "sim")]
-pub(crate) const POINTS: usize = 3;
+pub(crate) const POINTS: usize = 4;
+
+/// Asks the simulation on this thread to run `pid` next no earlier than `until`
+/// (a delay production's scheduling could cause). Does nothing elsewhere.
+#[inline]
+pub(crate) fn hold_until(pid: crate::pid::Pid, until: std::time::Instant) {
+    #[cfg(feature = "sim")]
+    simulated::hold(pid, until);
+    #[cfg(not(feature = "sim"))]
+    let _ = (pid, until);
+}
 
 /// Whether to take the rare path `point` now: never outside a simulation.
 #[cfg(not(feature = "sim"))]
@@ -44,9 +57,11 @@ pub(crate) fn buggify(point: Buggify) -> bool {
 /// A simulation's hold on the points, on its thread.
 #[cfg(feature = "sim")]
 pub(crate) mod simulated {
-    use std::cell::Cell;
+    use std::cell::{Cell, RefCell};
+    use std::time::Instant;
 
     use super::{Buggify, POINTS};
+    use crate::pid::Pid;
 
     std::thread_local! {
         /// The probability, in millionths; zero outside a simulation.
@@ -55,6 +70,27 @@ pub(crate) mod simulated {
         static STREAM: Cell<u64> = const { Cell::new(1) };
         /// How many times each point was taken.
         static TAKEN: Cell<[u64; POINTS]> = const { Cell::new([0; POINTS]) };
+        /// Processes to run no earlier than an instant (see [`super::hold_until`]).
+        static HOLDS: RefCell<Vec<(Pid, Instant)>> = const { RefCell::new(Vec::new()) };
+    }
+
+    pub(super) fn hold(pid: Pid, until: Instant) {
+        HOLDS.with(|holds| holds.borrow_mut().push((pid, until)));
+    }
+
+    /// The instant `pid` must not run before, if a point asked for one (taken:
+    /// asked once, applied once).
+    pub(crate) fn take_hold(pid: Pid) -> Option<Instant> {
+        HOLDS.with(|holds| {
+            let mut holds = holds.borrow_mut();
+            let at = holds.iter().position(|(held, _)| *held == pid)?;
+            Some(holds.swap_remove(at).1)
+        })
+    }
+
+    /// Whether any hold waits to be applied (checked before looking one up).
+    pub(crate) fn any_hold() -> bool {
+        HOLDS.with(|holds| !holds.borrow().is_empty())
     }
 
     /// Takes points with `probability` (0 to 1), drawing from `seed`.
@@ -62,11 +98,13 @@ pub(crate) mod simulated {
         STREAM.with(|s| s.set(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1));
         set_probability(probability);
         TAKEN.with(|t| t.set([0; POINTS]));
+        HOLDS.with(|holds| holds.borrow_mut().clear());
     }
 
     /// Stops taking points.
     pub(crate) fn leave() {
         set_probability(0.0);
+        HOLDS.with(|holds| holds.borrow_mut().clear());
     }
 
     /// Changes the probability mid-run (zero: a liveness run's healthy phase).

@@ -998,3 +998,42 @@ fn a_simulated_timeout_fails_a_slow_or_hanging_command_at_its_deadline() {
         .timeout(Duration::from_secs(1));
     assert_eq!(run(quick).0, "answered 2");
 }
+
+/// Calls the store once with a 50 ms timeout: whether the reply came.
+struct OneCall;
+
+#[process]
+impl OneCall {
+    #[entry]
+    fn run(&mut self, store: Pid) -> Result<bool, BoxError> {
+        let reply: Result<u64, _> = call!(store, 1_u64, timeout = Duration::from_millis(50));
+        Ok(reply.is_ok())
+    }
+}
+
+#[test]
+fn buggify_makes_a_reply_race_its_calls_timeout_and_either_wins() {
+    let mut outcomes = BTreeSet::new();
+    for seed in 0..40 {
+        let mut sim = Simulation::builder()
+            .seed(seed)
+            .faults(Faults::none().buggify(1.0))
+            .handler(SimHandler::new(|Lookup(k)| Ok(k)))
+            .build()
+            .unwrap();
+        let store = sim.spawn(Store, Store::SERVE, ()).unwrap();
+        let caller = sim.spawn(OneCall, OneCall::RUN, (store,)).unwrap();
+        let replied = sim.wait(caller).unwrap().downcast::<bool>().unwrap();
+        assert!(
+            sim.elapsed() >= Duration::from_millis(50),
+            "the callee ran at the deadline"
+        );
+        assert_eq!(sim.buggified()[3], 1);
+        outcomes.insert(replied);
+    }
+    assert_eq!(
+        outcomes.len(),
+        2,
+        "the reply won in some seeds and the timeout in others"
+    );
+}

@@ -48,6 +48,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::buggify::{self, buggify, Buggify};
 use crate::engine::cell::CellRef;
 use crate::engine::completion::RawCompleter;
 use crate::engine::handle::Handle;
@@ -1087,6 +1088,11 @@ pub(crate) fn handle_call(timers: &Arc<Timers>, call: Call, completer: RawComple
     // The timer first: a call that cannot time out as asked fails before its
     // request goes. Released (closing the slot) if the caller withdraws or ends.
     let deadline = timeout.and_then(|timeout| timers.now().checked_add(timeout));
+    // A rare path a simulation takes on purpose: the callee gets to run only at the
+    // deadline, so that its reply and the timeout race.
+    if let Some(deadline) = deadline.filter(|_| buggify(Buggify::ReplyAtDeadline)) {
+        buggify::hold_until(callee, timers.fires_at(deadline));
+    }
     let timer = Timer::Call(Box::new(CallTimer {
         cell: cell.clone(),
         tag,

@@ -62,7 +62,8 @@ pub struct Faults {
     pub max_delay: Duration,
     /// Probability that the runtime takes one of its rare paths on purpose (a
     /// bounded mailbox on the edge of full rejecting, a restarted child crashing
-    /// at once, a timer firing just before its cancel).
+    /// at once, a timer firing just before its cancel, a callee running only at its
+    /// caller's deadline so that the reply races the timeout).
     pub buggify: f64,
     /// How long the faults last.
     pub mode: Mode,

@@ -507,8 +507,8 @@ impl Simulation {
 
     /// How many times the runtime took each of its rare paths on purpose: a bounded
     /// mailbox on the edge of full, a crash right after a restart, a timer firing
-    /// before its cancel.
-    pub fn buggified(&self) -> [u64; 3] {
+    /// before its cancel, a callee held until its caller's deadline.
+    pub fn buggified(&self) -> [u64; 4] {
         buggify::taken()
     }
 
@@ -571,7 +571,18 @@ impl Simulation {
         if !self.fresh.is_empty() {
             let mut context = self.context.borrow_mut();
             let on = context.faults_on();
+            let holds = buggify::any_hold();
             for task in self.fresh.drain(..) {
+                // A buggify point asked for it to wait (see `buggify::hold_until`).
+                if let Some(until) = holds.then(|| buggify::take_hold(task.pid())).flatten() {
+                    if until > context.now {
+                        let delay = until - context.now;
+                        context.counts.delayed += 1;
+                        context.note(task.pid(), TraceEvent::Delay(delay));
+                        context.schedule(delay, Due::Release(task));
+                        continue;
+                    }
+                }
                 let p = if on { context.faults.delay } else { 0.0 };
                 if context.chance(p) {
                     let max = context.faults.max_delay;
@@ -615,26 +626,26 @@ impl Simulation {
         };
         self.context.borrow_mut().advance_to(next);
         self.heal_if_due();
-        // Which of the simultaneous kinds goes first is the seed's choice too.
+        // Timers or the simulation's own events, one kind a turn, the seed choosing
+        // which when both are due: a process made runnable by one may step before
+        // the other fires (a reply at its call's deadline beats the timeout, or not).
         let timers_first = self.context.borrow_mut().chance(0.5);
-        if timers_first {
-            self.shared().timers().fire_due();
-        }
-        self.deliver_due();
-        if !timers_first {
+        if !(timers_first && self.shared().timers().fire_due() > 0) && !self.deliver_due() {
             self.shared().timers().fire_due();
         }
         Ok(Turn::Advanced)
     }
 
-    /// Delivers every scheduled event due by now.
-    fn deliver_due(&mut self) {
+    /// Delivers every scheduled event due by now; whether there was one.
+    fn deliver_due(&mut self) -> bool {
+        let mut delivered = false;
         loop {
             // Taken out before delivering: a delivery may run code that reaches the
             // context (a completion dropped into an ended process, its drops).
             let Some(scheduled) = self.context.borrow_mut().pop_due() else {
-                return;
+                return delivered;
             };
+            delivered = true;
             match scheduled.due {
                 Due::Complete { completer, result } => completer.deliver(result),
                 Due::Duplicate(completer) => {

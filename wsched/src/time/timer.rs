@@ -885,6 +885,14 @@ impl<T: TimerItem> Timers<T> {
         self.state.lock().wheel.len
     }
 
+    /// When a timer armed for `deadline` fires: the start of the first tick at or
+    /// after it.
+    pub(crate) fn fires_at(&self, deadline: Instant) -> Instant {
+        let wheel = &self.state.lock().wheel;
+        let tick = wheel.tick_at_or_after(deadline);
+        wheel.instant_of(tick).unwrap_or(deadline)
+    }
+
     /// The service's time, which deadlines passed to [`arm_at`](Self::arm_at) are
     /// measured against.
     pub(crate) fn now(&self) -> Instant {
