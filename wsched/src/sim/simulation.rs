@@ -630,7 +630,8 @@ impl Simulation {
         // which when both are due: a process made runnable by one may step before
         // the other fires (a reply at its call's deadline beats the timeout, or not).
         let timers_first = self.context.borrow_mut().chance(0.5);
-        if !(timers_first && self.shared().timers().fire_due() > 0) && !self.deliver_due() {
+        let fired = timers_first && self.shared().timers().fire_due() > 0;
+        if !fired && !self.deliver_due() {
             self.shared().timers().fire_due();
         }
         Ok(Turn::Advanced)
