@@ -9,15 +9,19 @@
 //!
 //! The planted bug: the transfer gives every attempt a fresh request id. Its tests
 //! pass (a real scheduler and core; a flaky core; the transfer stepped by hand),
-//! but a simulation kills a transfer between its debit and its credit, its
-//! supervisor runs it again from the start, and the debit is applied twice: money
-//! disappears. The fix derives the id from the transfer and the side of the
+//! but a simulation applies a posting and loses its answer: the transfer retries
+//! with a new id, and the core posts it twice. With lost answers taken out of the
+//! plan, the simulation still finds it another way: it kills a transfer between its
+//! debit and its credit, its supervisor runs it again from the start, and the debit
+//! is applied twice. The fix derives the id from the transfer and the side of the
 //! posting, so every attempt of a posting, and every run of a transfer, sends the
 //! same one.
 //!
 //! `main` runs the payment run on a scheduler (it balances), then checks it in
-//! simulation over 1,000 seeds (a seed loses money), replays that seed alone (the
-//! same trace), and checks the fixed transfers over the same seeds (all pass).
+//! simulation over 1,000 seeds (a seed posts money twice), replays that seed alone
+//! (the same trace), checks it again without lost answers (another seed, by a
+//! crash), and checks the fixed transfers over the same seeds, with both plans (all
+//! pass).
 //!
 //! `cargo run --release -p wsched-examples --example bank [TIMELINE_DIR]`
 
@@ -29,7 +33,8 @@ use std::time::{Duration, Instant};
 use wsched::command::Completer;
 use wsched::prelude::*;
 use wsched::sim::{
-    check, CheckFailure, CheckReport, Faults, SimBuilder, SimHandler, Simulation, SEED_VARIABLE,
+    check, CheckFailure, CheckReport, Faults, SimBuilder, SimHandler, Simulation, TraceEntry,
+    TraceEvent, SEED_VARIABLE,
 };
 use wsched::supervisor::{ChildSpec, Restart, Strategy, Supervisor};
 use wsched::Scheduler;
@@ -218,8 +223,9 @@ impl Transfer {
                 Err(YieldError::Failed { source, .. }) if source.is::<Refused>() => {
                     return Ok(Err(Unposted::Refused));
                 }
-                // The core did not answer: wait a little, and try again.
-                Err(YieldError::Failed { .. }) => {
+                // The core did not answer, or not before the client's deadline:
+                // wait a little, and try again.
+                Err(YieldError::Failed { .. } | YieldError::TimedOut { .. }) => {
                     yield_cmd!(Sleep(backoff(attempt)))?;
                 }
                 Err(other) => return Err(other.into()),
@@ -233,8 +239,9 @@ impl Transfer {
     fn request_id(&self, side: Side) -> u64 {
         match self.ids {
             // The bug: a fresh id per attempt, unique as the core asks. Retrying
-            // a request the core never received is safe; a transfer run again
-            // after a crash debits again.
+            // a request the core never received is safe; retrying one it applied
+            // (its answer lost on the way back), or running the transfer again
+            // after a crash, posts the money twice.
             Ids::PerAttempt => this::random(),
             // The fix: one id per transfer and side, the same for every attempt
             // and every run of the transfer, so the core applies it once.
@@ -262,7 +269,7 @@ impl fmt::Display for Unposted {
 }
 impl std::error::Error for Unposted {}
 
-/// 10 ms, 20 ms, 40 ms … up to a second.
+/// 20 ms, 40 ms, 80 ms … up to a second.
 fn backoff(attempt: u32) -> Duration {
     Duration::from_millis(10 << attempt.min(7)).min(Duration::from_secs(1))
 }
@@ -342,6 +349,16 @@ fn money(cents: u64) -> String {
     format!("{}.{:02}", cents / 100, cents % 100)
 }
 
+/// `never`, `once`, `twice`, `3 times` ….
+fn times(n: usize) -> String {
+    match n {
+        0 => "never".to_owned(),
+        1 => "once".to_owned(),
+        2 => "twice".to_owned(),
+        n => format!("{n} times"),
+    }
+}
+
 // ANCHOR: invariant
 /// What must hold once the run is over: every order reported, and the money the
 /// accounts hold is the money they started with (the core never lets one go
@@ -367,11 +384,13 @@ fn audit(core: &Core, outcomes: &BTreeMap<u32, Outcome>) -> Result<(), String> {
         let (debits, credits) = (postings(Side::Debit), postings(Side::Credit));
         if debits > 1 || credits > 1 {
             twice += &format!(
-                "; transfer {} ({} -> {}, {}) debited {debits} times, credited {credits} times",
+                "; transfer {} ({} -> {}, {}) debited {}, credited {}",
                 order.id,
                 order.from,
                 order.to,
-                money(order.cents)
+                money(order.cents),
+                times(debits),
+                times(credits)
             );
         }
     }
@@ -410,18 +429,37 @@ fn run_on_scheduler(
 }
 
 // ANCHOR: simulation
+/// How long the core's client waits for an answer before it gives up on a posting:
+/// twice the slowest answer a drawn plan gives (its latencies go up to 50 ms), so
+/// that only a posting left without an answer reaches it.
+const CORE_DEADLINE: Duration = Duration::from_millis(100);
+
+/// The faults a seed's simulation injects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Plan {
+    /// The plan `Faults::from_seed` draws.
+    Drawn,
+    /// The same plan, without lost answers: a posting is never applied unanswered.
+    NoLostAnswers,
+}
+
 /// One seed's simulation of the payment run: the application's scheduler, with a
 /// simulated core in place of the real one, and a fault plan drawn from the seed.
-fn simulation(seed: u64, core: &SharedCore) -> SimBuilder {
+fn simulation(seed: u64, plan: Plan, core: &SharedCore) -> SimBuilder {
     *lock(core) = Core::open(&ACCOUNTS);
     let handler_core = core.clone();
     let simulated_core =
         SimHandler::new(move |post: Post| lock(&handler_core).post(post).map_err(Into::into))
-            // The core's client has a deadline: a posting is answered or fails, never hangs.
-            .hang(0.0);
+            // The core's client has a deadline: a posting that hangs fails with
+            // `YieldError::TimedOut` instead, as a real client's would.
+            .timeout(CORE_DEADLINE);
+    let faults = match plan {
+        Plan::Drawn => Faults::from_seed(seed),
+        Plan::NoLostAnswers => Faults::from_seed(seed).handler_lost_answer(0.0),
+    };
     Simulation::builder()
         .seed(seed)
-        .faults(Faults::from_seed(seed))
+        .faults(faults)
         .handler(simulated_core)
 }
 
@@ -448,11 +486,12 @@ fn payment_run_balances(sim: &mut Simulation, ids: Ids, core: &SharedCore) -> Re
 /// Checks the payment run over `seeds`.
 fn check_payment_run(
     ids: Ids,
+    plan: Plan,
     seeds: std::ops::Range<u64>,
     timelines: &std::path::Path,
 ) -> Result<CheckReport, Box<CheckFailure>> {
     let core = SharedCore::default();
-    check(|seed| simulation(seed, &core))
+    check(|seed| simulation(seed, plan, &core))
         .seeds(seeds)
         .timeline_dir(timelines)
         .command("cargo run -p wsched-examples --example bank")
@@ -460,12 +499,32 @@ fn check_payment_run(
 }
 // ANCHOR_END: simulation
 
-/// Runs one seed alone, as the report's command does: its error and trace hash.
-fn replay(seed: u64, ids: Ids) -> Result<(Option<String>, u64), Box<dyn std::error::Error>> {
+/// One seed run alone, as the report's command runs it.
+struct Replay {
+    /// The check's error, if it failed.
+    error: Option<String>,
+    trace_hash: u64,
+    /// The faults of the whole trace, not only of its tail: its events other than
+    /// steps and delays.
+    faults: Vec<TraceEntry>,
+}
+
+/// Runs one seed alone, keeping its whole trace.
+fn replay(seed: u64, ids: Ids, plan: Plan) -> Result<Replay, Box<dyn std::error::Error>> {
     let core = SharedCore::default();
-    let mut sim = simulation(seed, &core).build()?;
+    let mut sim = simulation(seed, plan, &core).keep_trace(true).build()?;
     let error = payment_run_balances(&mut sim, ids, &core).err();
-    Ok((error, sim.trace_hash()))
+    let faults = sim
+        .trace()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|entry| !matches!(entry.event, TraceEvent::Step | TraceEvent::Delay(_)))
+        .collect();
+    Ok(Replay {
+        error,
+        trace_hash: sim.trace_hash(),
+        faults,
+    })
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -496,45 +555,68 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     println!("\n== the same run, simulated: {seeds}, faults drawn from each seed");
-    let started = Instant::now();
-    let failure = match check_payment_run(Ids::PerAttempt, 0..1_000, &timelines) {
-        Ok(report) => {
-            println!("  {report}");
-            return Ok(());
+    // With `WSCHED_SIM_SEED` set to a seed only the second search fails, this one
+    // may pass: the program goes on to the next.
+    if let Some(failure) = hunt(Plan::Drawn, &timelines) {
+        println!("\n== seed {} again, alone", failure.seed);
+        let again = replay(failure.seed, Ids::PerAttempt, Plan::Drawn)?;
+        println!("  error: {}", again.error.as_deref().unwrap_or("none"));
+        println!(
+            "  trace {:016x}: {}",
+            again.trace_hash,
+            if again.trace_hash == failure.trace_hash {
+                "the same run, step for step"
+            } else {
+                "A DIFFERENT RUN"
+            }
+        );
+        println!("  its faults, from the whole trace:");
+        for entry in &again.faults {
+            println!("    {entry}");
         }
-        Err(failure) => failure,
-    };
-    println!(
-        "  a seed fails ({:.2} s):\n",
-        started.elapsed().as_secs_f64()
-    );
-    print!("{failure}");
+    }
 
-    println!("\n== seed {} again, alone", failure.seed);
-    let (error, hash) = replay(failure.seed, Ids::PerAttempt)?;
-    println!("  error: {}", error.as_deref().unwrap_or("none"));
-    println!(
-        "  trace {hash:016x}: {}",
-        if hash == failure.trace_hash {
-            "the same run, step for step"
-        } else {
-            "A DIFFERENT RUN"
-        }
-    );
+    println!("\n== again without lost answers: {seeds}, the same plans less their lost answers");
+    hunt(Plan::NoLostAnswers, &timelines);
 
     println!("\n== the fix, one request id per posting: {seeds}");
-    let started = Instant::now();
-    match check_payment_run(Ids::PerPosting, 0..1_000, &timelines) {
-        Ok(report) => println!(
-            "  {} seeds passed ({} distinct runs, {} steps) in {:.2} s",
-            report.seeds,
-            report.distinct_traces,
-            report.steps,
-            started.elapsed().as_secs_f64()
-        ),
-        Err(failure) => return Err(format!("the fix fails:\n{failure}").into()),
+    for (plan, which) in [
+        (Plan::Drawn, ""),
+        (Plan::NoLostAnswers, " without lost answers"),
+    ] {
+        let started = Instant::now();
+        match check_payment_run(Ids::PerPosting, plan, 0..1_000, &timelines) {
+            Ok(report) => println!(
+                "  {} seeds passed{which} ({} distinct runs, {} steps) in {:.2} s",
+                report.seeds,
+                report.distinct_traces,
+                report.steps,
+                started.elapsed().as_secs_f64()
+            ),
+            Err(failure) => return Err(format!("the fix fails:\n{failure}").into()),
+        }
     }
     Ok(())
+}
+
+/// Checks the transfers with the planted bug over seeds 0..1000 under `plan`, and
+/// prints what it finds: the first failure's report, or the seeds that passed.
+fn hunt(plan: Plan, timelines: &std::path::Path) -> Option<Box<CheckFailure>> {
+    let started = Instant::now();
+    match check_payment_run(Ids::PerAttempt, plan, 0..1_000, timelines) {
+        Ok(report) => {
+            println!("  {report}");
+            None
+        }
+        Err(failure) => {
+            println!(
+                "  a seed fails ({:.2} s):\n",
+                started.elapsed().as_secs_f64()
+            );
+            print!("{failure}");
+            Some(failure)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -659,8 +741,12 @@ mod tests {
     #[test]
     fn the_simulation_finds_money_lost_and_its_seed_reproduces_it() {
         let dir = std::env::temp_dir().join(format!("wsched-bank-{}", std::process::id()));
-        let failure =
-            check_payment_run(Ids::PerAttempt, 0..1_000, &dir).expect_err("a seed loses money");
+        let failure = match check_payment_run(Ids::PerAttempt, Plan::Drawn, 0..1_000, &dir) {
+            Err(failure) => failure,
+            // One seed only (`WSCHED_SIM_SEED`), one this plan passes.
+            Ok(_) if std::env::var_os(SEED_VARIABLE).is_some() => return,
+            Ok(report) => panic!("no seed loses money: {report}"),
+        };
         let report = failure.to_string();
         assert!(
             failure.error.contains("money was not conserved"),
@@ -676,24 +762,88 @@ mod tests {
             )),
             "{report}"
         );
-        let (error, hash) = replay(failure.seed, Ids::PerAttempt).unwrap();
-        assert_eq!(error.as_deref(), Some(failure.error.as_str()));
-        assert_eq!(hash, failure.trace_hash);
+        let again = replay(failure.seed, Ids::PerAttempt, Plan::Drawn).unwrap();
+        assert_eq!(again.error.as_deref(), Some(failure.error.as_str()));
+        assert_eq!(again.trace_hash, failure.trace_hash);
+        // A posting applied and its answer lost, retried with a new id.
+        let lost = |e: &TraceEntry| e.event == TraceEvent::LostAnswer;
+        assert!(again.faults.iter().any(lost), "{report}");
         // The same seed with the fixed transfers balances.
-        assert_eq!(replay(failure.seed, Ids::PerPosting).unwrap().0, None);
+        let fixed = replay(failure.seed, Ids::PerPosting, Plan::Drawn).unwrap();
+        assert_eq!(fixed.error, None);
         let _ = std::fs::remove_dir_all(&dir);
     }
     // ANCHOR_END: found
 
-    /// The fix passes every seed.
+    /// Without lost answers, the simulation still finds the bug: a transfer killed
+    /// after a posting, run again from the start by its supervisor.
+    #[test]
+    fn without_lost_answers_a_crash_and_a_restart_post_twice() {
+        let dir = std::env::temp_dir().join(format!("wsched-bank-crash-{}", std::process::id()));
+        let failure = match check_payment_run(Ids::PerAttempt, Plan::NoLostAnswers, 0..1_000, &dir)
+        {
+            Err(failure) => failure,
+            Ok(_) if std::env::var_os(SEED_VARIABLE).is_some() => return,
+            Ok(report) => panic!("no seed loses money: {report}"),
+        };
+        let report = failure.to_string();
+        assert!(failure.error.contains("; transfer "), "{report}");
+        assert!(failure.reproduced, "{report}");
+        assert_eq!(
+            failure.faults.as_ref().map(|f| f.handler_lost_answer),
+            Some(0.0),
+            "{report}"
+        );
+        let again = replay(failure.seed, Ids::PerAttempt, Plan::NoLostAnswers).unwrap();
+        assert_eq!(again.trace_hash, failure.trace_hash);
+        assert!(
+            again
+                .faults
+                .iter()
+                .all(|e| e.event != TraceEvent::LostAnswer),
+            "{report}"
+        );
+        assert!(
+            again.faults.iter().any(|e| e.event == TraceEvent::Crash),
+            "{report}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A posting that hangs times out at the core's deadline, and is retried.
+    #[test]
+    fn a_timed_out_debit_is_retried() {
+        let transfer = Transfer {
+            order: ORDERS[0],
+            ids: Ids::PerAttempt,
+            statement: Pid::from_raw(7),
+        };
+        let mut t = TestProcess::start(transfer, Transfer::RUN, ()).unwrap();
+        let (tag, _debit) = t.take_yield::<Post>();
+        let timed_out = YieldError::TimedOut {
+            command: "Post",
+            after: CORE_DEADLINE,
+        };
+        t.fail(tag, timed_out);
+        let (tag, pause) = t.take_yield::<Sleep>();
+        assert_eq!(pause.0, backoff(1));
+        t.complete(tag, ());
+        let (_, again) = t.take_yield::<Post>();
+        assert_eq!((again.account, again.side), ("alice", Side::Debit));
+        assert_eq!(t.status(), TestStatus::WaitingForYields);
+    }
+
+    /// The fix passes every seed, with either plan.
     #[test]
     fn the_fixed_transfers_pass_1000_seeds() {
         let dir = std::env::temp_dir().join(format!("wsched-bank-fixed-{}", std::process::id()));
-        let report =
-            check_payment_run(Ids::PerPosting, 0..1_000, &dir).unwrap_or_else(|f| panic!("{f}"));
-        if std::env::var_os(SEED_VARIABLE).is_none() {
-            assert_eq!(report.seeds, 1_000);
-            assert!(report.distinct_traces > 990, "{report}");
+        for plan in [Plan::Drawn, Plan::NoLostAnswers] {
+            let report = check_payment_run(Ids::PerPosting, plan, 0..1_000, &dir)
+                .unwrap_or_else(|f| panic!("{f}"));
+            if std::env::var_os(SEED_VARIABLE).is_none() {
+                assert_eq!(report.seeds, 1_000);
+                assert!(report.distinct_traces > 990, "{report}");
+            }
         }
     }
 }

@@ -138,7 +138,10 @@ examples! {
         "  reproduce: WSCHED_SIM_SEED=",
         "(open in Perfetto)",
         ": the same run, step for step",
+        "  its faults, from the whole trace:",
+        "== again without lost answers: seeds 0..1000, the same plans less their lost answers",
         "  1000 seeds passed (",
+        "  1000 seeds passed without lost answers (",
     ];
     pingpong ["20", "100"] => ["20 pairs x 100 round trips on "];
     timers ["50", "20"] => ["1000 timers in 50 processes", "all fired ", "for reference: timers round up to 1 ms ticks"];
