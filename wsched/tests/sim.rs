@@ -1037,3 +1037,34 @@ fn buggify_makes_a_reply_race_its_calls_timeout_and_either_wins() {
         "the reply won in some seeds and the timeout in others"
     );
 }
+
+#[test]
+fn a_simulated_timeout_comes_before_a_late_failure_too() {
+    let mut sim = Simulation::builder()
+        .handler(
+            SimHandler::new(|Lookup(k)| Ok(k))
+                .failure(1.0)
+                .latency(Duration::from_secs(3)..Duration::from_secs(4))
+                .timeout(Duration::from_secs(1)),
+        )
+        .build()
+        .unwrap();
+    let pid = sim.spawn(Once, Once::RUN, ()).unwrap();
+    let said = sim.wait(pid).unwrap().downcast::<String>().unwrap();
+    assert_eq!(said, "timed out after 1s");
+}
+
+#[test]
+fn an_inbox_on_the_simulations_thread_takes_what_arrived_and_refuses_to_wait() {
+    let mut sim = Simulation::builder().build().unwrap();
+    let inbox = sim.handle().inbox().unwrap();
+    sim.send(inbox.pid(), 5_u32).unwrap();
+    sim.run_until_idle().unwrap();
+    assert_eq!(inbox.try_recv::<u32>(), Some(5));
+    assert_eq!(inbox.try_recv::<u32>(), None);
+    let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        inbox.recv::<u32>(Duration::from_secs(1))
+    }));
+    let message = panic_text(waited.expect_err("a wait nothing would end"));
+    assert!(message.contains("try_recv"), "{message}");
+}

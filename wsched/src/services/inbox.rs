@@ -383,6 +383,16 @@ impl Inbox {
             if state.closed {
                 return Err(InboxError::Closed);
             }
+            if clock::on_simulation_thread() {
+                assert!(
+                    timeout.is_zero(),
+                    "wsched: Inbox::recv was called with a timeout on the thread that runs a \
+                     simulation, where nothing runs while it blocks; run the simulation \
+                     (`Simulation::run_until`) first, then take what arrived with a zero \
+                     timeout (`try_recv`)"
+                );
+                return Err(InboxError::Timeout);
+            }
             let timed_out = match deadline {
                 Some(deadline) => self
                     .queue

@@ -311,10 +311,23 @@ pub struct CheckReport {
 
 impl fmt::Display for CheckReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let plural = |n: u64, many: &'static str| {
+            if n == 1 {
+                &many[..many.len() - 1]
+            } else {
+                many
+            }
+        };
         write!(
             f,
-            "{} seeds passed ({} distinct traces): {} steps, {:?} of virtual time in {:?}",
-            self.seeds, self.distinct_traces, self.steps, self.virtual_time, self.wall_time
+            "{} {} passed ({} distinct {}): {} steps, {:?} of virtual time in {:?}",
+            self.seeds,
+            plural(self.seeds, "seeds"),
+            self.distinct_traces,
+            plural(self.distinct_traces, "traces"),
+            self.steps,
+            self.virtual_time,
+            self.wall_time
         )
     }
 }

@@ -273,8 +273,9 @@ impl fmt::Display for Faults {
 pub struct SimulatedFault {
     /// The command's type name.
     pub command: &'static str,
-    /// Whether the command's work was done before the answer was lost (a request
-    /// that arrived, whose reply did not): retrying it does the work again.
+    /// Whether the handler ran before the answer was lost (a request that arrived,
+    /// whose reply did not): whatever the handler did was done — and is done
+    /// again by a retry. (Its answer may have been an error, which was lost too.)
     pub applied: bool,
 }
 

@@ -89,9 +89,10 @@ impl<C: Command> SimHandler<C> {
     }
 
     /// Gives up after `timeout`, as a real async handler's `AsyncOptions::timeout`
-    /// would (so give it the same): a latency drawn longer, or a hang, fails the yield with
-    /// [`YieldError::TimedOut`] at `timeout` (the work done when the latency
-    /// was merely long, not when the command hung).
+    /// would (so give it the same): any answer — an output, an error, a failure or
+    /// lost answer of the plan — drawn to come later, or a hang, fails the yield
+    /// with [`YieldError::TimedOut`] at `timeout` instead (the handler's work done
+    /// when its answer was merely late, not when the command hung or failed).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
@@ -213,27 +214,23 @@ impl<C: Command> SimHandler<C> {
                 sim.note(pid, TraceEvent::LostAnswer);
                 (Err(injected(command_name, true)), latency)
             } else {
-                match self.timeout.filter(|&timeout| latency > timeout) {
-                    Some(timeout) => (Err(timed_out(timeout)), timeout),
-                    None => (
-                        answer
-                            .map(Payload::new)
-                            .map_err(|source| YieldError::Failed {
-                                command: command_name,
-                                source,
-                            }),
-                        latency,
-                    ),
-                }
+                let result = answer
+                    .map(Payload::new)
+                    .map_err(|source| YieldError::Failed {
+                        command: command_name,
+                        source,
+                    });
+                (result, latency)
             }
         };
-        sim.schedule(
-            after,
-            Due::Complete {
-                completer: done.into_raw(),
-                result,
-            },
-        );
+        // Whatever the answer, one that would come after the deadline does not: the
+        // timeout comes first, as a real handler's would.
+        let (result, after) = match self.timeout.filter(|&timeout| after > timeout) {
+            Some(timeout) => (Err(timed_out(timeout)), timeout),
+            None => (result, after),
+        };
+        let completer = done.into_raw();
+        sim.schedule(after, Due::Complete { completer, result });
     }
 }
 

@@ -815,6 +815,7 @@ impl SupervisorHandle {
             if let Some(found) = check(&view.children()) {
                 return Some(found);
             }
+            refuse_to_block_a_simulation("SupervisorHandle::wait_for", timeout);
             match deadline {
                 Some(deadline) => {
                     if self
@@ -836,6 +837,10 @@ impl SupervisorHandle {
         let deadline = clock::now().checked_add(timeout);
         let mut view = self.shared.state.lock();
         while view.state != state {
+            refuse_to_block_a_simulation("SupervisorHandle::wait_state", timeout);
+            if timeout.is_zero() {
+                return false;
+            }
             match deadline {
                 Some(deadline) => {
                     if self
@@ -865,4 +870,15 @@ impl fmt::Debug for SupervisorHandle {
             .field("children", &view.children())
             .finish()
     }
+}
+
+/// Panics, saying what to do instead, when `what` would wait on the thread that
+/// runs a simulation: nothing would run while it blocked.
+fn refuse_to_block_a_simulation(what: &str, timeout: Duration) {
+    assert!(
+        timeout.is_zero() || !clock::on_simulation_thread(),
+        "wsched: {what} was called with a timeout on the thread that runs a simulation, \
+         where nothing runs while it blocks; run the simulation (`Simulation::run_until`) \
+         until the supervisor gets there, then look with a zero timeout"
+    );
 }
