@@ -223,6 +223,12 @@ impl Conn {
     /// empty chunk at the end of the stream.
     async fn read_chunk(&self) -> Option<io::Result<Vec<u8>>> {
         loop {
+            // Tried before waiting: the reader has just seen the socket readable.
+            match self.try_read_chunk()? {
+                // The readiness was stale: wait again.
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                read => return Some(read),
+            }
             let ready = poll_fn(|cx| match &*self.stream.read() {
                 Some(stream) => stream.poll_read_ready(cx).map(Some),
                 None => Poll::Ready(None),
@@ -230,11 +236,6 @@ impl Conn {
             .await?;
             if let Err(error) = ready {
                 return Some(Err(error));
-            }
-            match self.try_read_chunk()? {
-                // The readiness was stale: wait again.
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
-                read => return Some(read),
             }
         }
     }
@@ -337,9 +338,13 @@ impl Conn {
                 }
             }
         };
-        if outcome.is_none() {
-            write.bytes.drain(..written);
-            write.turn = Some(turn);
+        match outcome {
+            None => {
+                write.bytes.drain(..written);
+                write.turn = Some(turn);
+            }
+            Some(Ok(())) => self.active.give_back(std::mem::take(&mut write.bytes)),
+            Some(Err(_)) => {}
         }
         outcome
     }
@@ -766,7 +771,9 @@ pub(crate) fn registrations() -> Vec<AsyncRegistration> {
             |write: &mut TcpWrite| write.conn.clone().try_write_now(write),
             |write: TcpWrite, _| async move {
                 let TcpWrite { conn, bytes, turn } = write;
-                conn.write_all(&bytes, turn).await
+                conn.write_all(&bytes, turn).await?;
+                conn.active.give_back(bytes);
+                Ok(())
             },
         )
         .builtin(),
