@@ -153,7 +153,8 @@ pub enum TcpEvent {
     Data {
         /// The connection.
         conn: ConnId,
-        /// What was read.
+        /// What was read. Its capacity may exceed its length: a small buffer a
+        /// write of the connection gave back is reused (at most 1 KiB).
         bytes: Vec<u8>,
     },
     /// The peer closed its side (the read found the end of the stream). Nothing
