@@ -165,6 +165,32 @@ fn a_listener_spawns_a_process_per_connection_that_echoes() {
     listener.close();
 }
 
+#[test]
+fn a_long_conversation_of_short_reads_never_stalls() {
+    // Every read drains the socket and clears its readiness: each next message,
+    // however it races the next `active_once`, must still wake the reader.
+    let scheduler = scheduler();
+    let inbox = scheduler.inbox().unwrap();
+    let report = inbox.pid();
+    let listener = listen(&scheduler.handle(), move |_| Echo { report }, Echo::SERVE);
+    let mut stream = connect(listener.local_addr());
+    let mut sent = 0;
+    for round in 0..500_u32 {
+        // Sometimes in two pieces, so a read may find half a message.
+        let message = round.to_le_bytes();
+        let (first, second) = message.split_at(if round % 3 == 0 { 2 } else { 4 });
+        stream.write_all(first).unwrap();
+        stream.write_all(second).unwrap();
+        let mut echoed = [0; 4];
+        stream.read_exact(&mut echoed).unwrap();
+        assert_eq!(echoed, message);
+        sent += message.len();
+    }
+    stream.shutdown(std::net::Shutdown::Write).unwrap();
+    assert!(read_to_end(&mut stream).is_empty());
+    assert_eq!(inbox_recv::<Served>(&inbox).echoed, sent);
+}
+
 /// Asks for as many chunks as it is told, and reports what came: the chunks asked
 /// for, and whether anything came beyond them.
 struct Sipper {

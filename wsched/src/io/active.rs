@@ -14,6 +14,7 @@
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use parking_lot::Mutex;
 use tokio::sync::{watch, Semaphore};
 
 use crate::engine::handle::Handle;
@@ -23,6 +24,10 @@ use crate::pid::Pid;
 /// datagram taken whole: more than any over IPv4), unless the socket's
 /// `set_read_chunk` says otherwise.
 pub const DEFAULT_READ_CHUNK: usize = 64 * 1024;
+
+/// The largest buffer a write gives back for the next read (see
+/// [`Active::give_back`]): what an idle socket may hold at most.
+const SPARE_MAX: usize = 1024;
 
 /// What a socket's owner and its reader task share.
 pub(super) struct Active {
@@ -34,6 +39,9 @@ pub(super) struct Active {
     /// before then waits for it).
     owner: watch::Sender<Option<Pid>>,
     read_chunk: AtomicUsize,
+    /// A small buffer a write gave back (empty when none), for the next read to
+    /// copy into (see [`give_back`](Self::give_back)).
+    spare: Mutex<Vec<u8>>,
     /// Where events are sent.
     pub(super) handle: Handle,
 }
@@ -45,6 +53,7 @@ impl Active {
             pending: AtomicUsize::new(0),
             owner: watch::Sender::new(owner),
             read_chunk: AtomicUsize::new(DEFAULT_READ_CHUNK),
+            spare: Mutex::new(Vec::new()),
             handle,
         }
     }
@@ -145,7 +154,36 @@ impl Active {
                 scratch.resize(chunk, 0);
             }
             let read = read(&mut scratch[..chunk])?;
-            Some(read.map(|(n, extra)| (scratch[..n].to_vec(), extra)))
+            Some(read.map(|(n, extra)| (self.copy(&scratch[..n]), extra)))
         })
+    }
+
+    /// `bytes` in a vector of their own: the spare buffer if there is one they
+    /// fit in, else a new one.
+    fn copy(&self, bytes: &[u8]) -> Vec<u8> {
+        if let Some(mut spare) = self.spare.try_lock() {
+            if spare.capacity() >= bytes.len() {
+                let mut copy = std::mem::take(&mut *spare);
+                copy.extend_from_slice(bytes);
+                return copy;
+            }
+        }
+        bytes.to_vec()
+    }
+
+    /// Takes the buffer of a finished write, if it is small and no other is kept,
+    /// for the next read to copy into. A conversation's reads then allocate
+    /// nothing, where a buffer allocated by the I/O thread and freed by a worker,
+    /// once per round trip, cost both threads the allocator's slow paths.
+    pub(super) fn give_back(&self, mut bytes: Vec<u8>) {
+        if bytes.capacity() == 0 || bytes.capacity() > SPARE_MAX {
+            return;
+        }
+        if let Some(mut spare) = self.spare.try_lock() {
+            if spare.capacity() == 0 {
+                bytes.clear();
+                *spare = bytes;
+            }
+        }
     }
 }

@@ -153,7 +153,8 @@ pub enum TcpEvent {
     Data {
         /// The connection.
         conn: ConnId,
-        /// What was read.
+        /// What was read. Its capacity may exceed its length: a small buffer a
+        /// write of the connection gave back is reused (at most 1 KiB).
         bytes: Vec<u8>,
     },
     /// The peer closed its side (the read found the end of the stream). Nothing
@@ -223,6 +224,12 @@ impl Conn {
     /// empty chunk at the end of the stream.
     async fn read_chunk(&self) -> Option<io::Result<Vec<u8>>> {
         loop {
+            // Tried before waiting: the reader has just seen the socket readable.
+            match self.try_read_chunk()? {
+                // The readiness was stale: wait again.
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                read => return Some(read),
+            }
             let ready = poll_fn(|cx| match &*self.stream.read() {
                 Some(stream) => stream.poll_read_ready(cx).map(Some),
                 None => Poll::Ready(None),
@@ -230,11 +237,6 @@ impl Conn {
             .await?;
             if let Err(error) = ready {
                 return Some(Err(error));
-            }
-            match self.try_read_chunk()? {
-                // The readiness was stale: wait again.
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
-                read => return Some(read),
             }
         }
     }
@@ -249,7 +251,7 @@ impl Conn {
             let stream = self.stream.read();
             stream
                 .as_ref()
-                .map(|stream| stream.try_read(buffer).map(|n| (n, ())))
+                .map(|stream| read_draining(stream, buffer).map(|n| (n, ())))
         })?;
         Some(read.map(|(bytes, ())| bytes))
     }
@@ -337,9 +339,13 @@ impl Conn {
                 }
             }
         };
-        if outcome.is_none() {
-            write.bytes.drain(..written);
-            write.turn = Some(turn);
+        match outcome {
+            None => {
+                write.bytes.drain(..written);
+                write.turn = Some(turn);
+            }
+            Some(Ok(())) => self.active.give_back(std::mem::take(&mut write.bytes)),
+            Some(Err(_)) => {}
         }
         outcome
     }
@@ -355,24 +361,66 @@ impl Conn {
     }
 }
 
+/// Whether a read that leaves room in its buffer drained the socket, so that its
+/// readiness may be cleared: with the edge-triggered selectors (epoll, kqueue),
+/// where data arriving later sets it again. tokio's own `poll_read` does the same
+/// (tokio-rs/tokio#5866).
+const SHORT_READ_DRAINS: bool = cfg!(any(
+    target_os = "android",
+    target_os = "illumos",
+    target_os = "linux",
+    target_os = "redox",
+    target_os = "dragonfly",
+    target_os = "freebsd",
+    target_os = "ios",
+    target_os = "macos",
+    target_os = "netbsd",
+    target_os = "openbsd",
+    target_os = "tvos",
+    target_os = "visionos",
+    target_os = "watchos",
+));
+
+/// `try_read`, clearing the socket's readiness after a short read (see
+/// [`SHORT_READ_DRAINS`]): the next wait for data then waits, where a stale
+/// readiness cost a system call that found nothing (per round trip of a
+/// conversation). The readiness cleared is the one seen before the read, so an
+/// event that came since is kept.
+fn read_draining(stream: &TcpStream, buffer: &mut [u8]) -> io::Result<usize> {
+    let mut drained = 0;
+    let len = buffer.len();
+    let read = stream.try_io(tokio::io::Interest::READABLE, || {
+        let n = stream.try_read(buffer)?;
+        if SHORT_READ_DRAINS && 0 < n && n < len {
+            drained = n;
+            // What makes `try_io` clear the readiness; the bytes are kept.
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        Ok(n)
+    });
+    match read {
+        Err(error) if error.kind() == io::ErrorKind::WouldBlock && drained > 0 => Ok(drained),
+        read => read,
+    }
+}
+
 /// A connection's reader: one chunk per permit, sent to the owner.
 ///
-/// It waits for data to be there first (a peek, which reads nothing), and for a
-/// permit after. A process that asks for its next chunk once the data is there
-/// (the common case of a conversation) reads it itself
-/// ([`TcpConn::active_once`]), and the permit it gives when there is nothing yet
-/// finds this task waiting on the socket, not on the permit, so giving it wakes no
-/// thread: only the data wakes the task, which then sends it on.
+/// It waits for the socket to be readable first, and for a permit after. A
+/// process that asks for its next chunk once the data is there (the common case
+/// of a conversation) reads it itself ([`TcpConn::active_once`]), and the permit
+/// it gives when there is nothing yet finds this task waiting on the socket, not
+/// on the permit, so giving it wakes no thread: only the data wakes the task,
+/// which then sends it on. The wait is on the readiness alone (no peek): reads
+/// clear it when they drain the socket ([`read_draining`]), so it is rarely
+/// stale, and a stale one only makes the next permit wake this task, whose read
+/// then clears it.
 async fn read_loop(conn: Arc<Conn>) {
     let mut owners = conn.active.subscribe();
     loop {
         let there = poll_fn(|cx| match &*conn.stream.read() {
-            Some(stream) => {
-                let mut byte = [0u8; 1];
-                let mut peeked = tokio::io::ReadBuf::new(&mut byte);
-                // Pending clears a stale readiness: the wait is for new data.
-                stream.poll_peek(cx, &mut peeked).map(|_| true)
-            }
+            // An error is the read's to report.
+            Some(stream) => stream.poll_read_ready(cx).map(|_| true),
             None => Poll::Ready(false),
         })
         .await;
@@ -724,7 +772,9 @@ pub(crate) fn registrations() -> Vec<AsyncRegistration> {
             |write: &mut TcpWrite| write.conn.clone().try_write_now(write),
             |write: TcpWrite, _| async move {
                 let TcpWrite { conn, bytes, turn } = write;
-                conn.write_all(&bytes, turn).await
+                conn.write_all(&bytes, turn).await?;
+                conn.active.give_back(bytes);
+                Ok(())
             },
         )
         .builtin(),
