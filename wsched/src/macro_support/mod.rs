@@ -83,6 +83,22 @@ impl Args {
     }
 }
 
+/// What the `sim` feature adds to every process's cell (the history capture's
+/// slot, see `observe/history.rs`): the memory tests of `tests/` allow for it when
+/// a workspace build turns the feature on. Zero without it.
+#[doc(hidden)]
+pub const CELL_BYTES_OF_FEATURES: usize = {
+    #[cfg(feature = "sim")]
+    {
+        std::mem::size_of::<crate::observe::history::Marks>()
+            - std::mem::size_of::<crate::observe::trace::SpanSlot>()
+    }
+    #[cfg(not(feature = "sim"))]
+    {
+        0
+    }
+};
+
 /// An entry's coroutine, checked to be `Send` on its own (the machine's coroutine,
 /// which awaits it, must be), so that rustc reports a value held across a
 /// suspension point at the entry that holds it.
