@@ -1068,3 +1068,24 @@ fn an_inbox_on_the_simulations_thread_takes_what_arrived_and_refuses_to_wait() {
     let message = panic_text(waited.expect_err("a wait nothing would end"));
     assert!(message.contains("try_recv"), "{message}");
 }
+
+#[test]
+fn a_history_recorded_in_a_simulation_replays_in_the_harness() {
+    let mut sim = Simulation::builder()
+        .seed(4)
+        .faults(Faults::none().delay(0.5, Duration::from_millis(5)))
+        .build()
+        .unwrap();
+    let options = wsched::SpawnOptions::new().record_history();
+    let pid = sim
+        .spawn_with(Collector, Collector::TAKE, (3_u32,), options)
+        .unwrap();
+    for n in [4_u32, 5, 6] {
+        sim.send(pid, n).unwrap();
+    }
+    assert_eq!(sim.wait(pid).unwrap().downcast::<u32>().unwrap(), 15);
+    let history = sim.handle().take_history(pid).expect("recorded");
+    let codecs = wsched::sim::history::Codecs::new();
+    let report = wsched::sim::history::replay(&history, Collector, &codecs).expect("no divergence");
+    assert_eq!(report.steps(), history.steps.len());
+}
