@@ -105,6 +105,10 @@
 //! **Testing.** A process changes only when it is stepped, so a test can step it by
 //! hand: [`testing::TestProcess`] starts it, shows the commands it yielded, completes
 //! them in any order, sends it messages and cancels it, with no threads and no clock.
+//! With the `sim` feature, `wsched::sim` runs a whole system the same way: from a
+//! seed, on one thread, in virtual time, with simulated handlers and injected
+//! faults, over as many seeds as a test likes; and it records one process's history
+//! on a real scheduler and replays it in the harness.
 //!
 //! **Underneath.** The macro implements the [`Process`] trait, which any type can
 //! implement by hand: [`init`](Process::init) once, then [`step`](Process::step) with
