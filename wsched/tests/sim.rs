@@ -1089,3 +1089,31 @@ fn a_history_recorded_in_a_simulation_replays_in_the_harness() {
     let report = wsched::sim::history::replay(&history, Collector, &codecs).expect("no divergence");
     assert_eq!(report.steps(), history.steps.len());
 }
+
+/// Spawns a recorded `Collector` with the `Spawn` command, feeds it, joins it.
+struct RecordingParent;
+
+#[process]
+impl RecordingParent {
+    #[entry]
+    fn run(&mut self) -> Result<Pid, BoxError> {
+        let options = wsched::SpawnOptions::new().record_history();
+        let spawn = wsched::command::Spawn::new(Collector, Collector::TAKE, (1_u32,));
+        let child = yield_cmd!(spawn.with_options(options))?;
+        this::send(child, 9_u32)?;
+        yield_cmd!(wsched::command::Join(child))??;
+        Ok(child)
+    }
+}
+
+#[test]
+fn a_process_spawned_by_the_spawn_command_is_recorded_as_asked() {
+    let mut sim = Simulation::builder().build().unwrap();
+    let parent = sim
+        .spawn(RecordingParent, RecordingParent::RUN, ())
+        .unwrap();
+    let child = sim.wait(parent).unwrap().downcast::<Pid>().unwrap();
+    let history = sim.handle().take_history(child).expect("recorded");
+    let codecs = wsched::sim::history::Codecs::new();
+    wsched::sim::history::replay(&history, Collector, &codecs).expect("no divergence");
+}

@@ -654,7 +654,11 @@ impl NewProcess {
     pub(crate) fn stash(mut self) -> StashedProcess {
         let input = self.take_input().pack();
         self.header_mut().mailbox.get_mut().outcome = Outcome::Unstarted(input);
-        StashedProcess(self.cell)
+        StashedProcess {
+            cell: self.cell,
+            #[cfg(feature = "sim")]
+            record_history: self.record_history,
+        }
     }
 
     /// The process itself, for the testing harness, which runs it outside any
@@ -741,41 +745,44 @@ pub(crate) struct Spawned {
 }
 
 /// A [`NewProcess`] whose input waits in its cell (see [`NewProcess::stash`]).
-pub(crate) struct StashedProcess(CellRef);
+pub(crate) struct StashedProcess {
+    cell: CellRef,
+    /// Kept through the stash: a `Spawn` command's process is recorded as asked.
+    #[cfg(feature = "sim")]
+    record_history: bool,
+}
 
 impl StashedProcess {
     /// The process with its input back beside the cell, to spawn.
     pub(crate) fn unstash(mut self) -> NewProcess {
         let cell =
-            CellRef::get_mut(&mut self.0).expect("an unspawned process's cell is not shared");
+            CellRef::get_mut(&mut self.cell).expect("an unspawned process's cell is not shared");
         let outcome = &mut cell.header.mailbox.get_mut().outcome;
         let input = match mem::replace(outcome, Outcome::Pending { waiter: None }) {
             Outcome::Unstarted(input) => input.unpack(),
             _ => unreachable!("a stashed process's input waits in its cell"),
         };
         NewProcess {
-            cell: self.0,
+            cell: self.cell,
             input,
-            // Not kept through the stash: a `Spawn` command's process is recorded
-            // only by its type's flight recorder.
             #[cfg(feature = "sim")]
-            record_history: false,
+            record_history: self.record_history,
         }
     }
 
     /// The entry it is to run.
     pub(crate) fn entry(&self) -> &str {
-        self.0.entry()
+        self.cell.entry()
     }
 
     /// Whether its result will be discarded.
     pub(crate) fn is_detached(&self) -> bool {
-        self.0.is_detached()
+        self.cell.is_detached()
     }
 
     /// Whether it is to be linked to its parent as it is spawned.
     pub(crate) fn links_to_parent(&self) -> bool {
-        self.0.links_to_parent()
+        self.cell.links_to_parent()
     }
 }
 
