@@ -617,9 +617,9 @@ fn a_connection_handed_to_another_process_reads_for_its_new_owner() {
     assert_eq!(read_to_end(&mut client), b"taken");
 }
 
-// The reader task keeps the cell of the owner it last sent to: these check that a
-// new owner gets the next chunk, and that a chunk for an owner that has ended
-// closes the connection, as a send by PID would. Each chunk is written only once
+// After the reader task has sent a chunk to one owner: a new owner gets the next
+// chunk, and a chunk for an owner that has ended closes the connection. (For
+// any cache of the owner the reader may keep.) Each chunk is written only once
 // the read is asked for, so that the reader, not `active_once`, sends it.
 
 /// Told to the test each time a read was asked for.

@@ -275,33 +275,7 @@ impl Shared {
         to: Pid,
         payload: Payload,
     ) -> Result<(), SendError> {
-        let pushed = self.push_message(from, to, payload, false);
-        self.sent(to, pushed)
-    }
-
-    /// [`send_message`](Self::send_message) to a cell the caller holds: no lookup
-    /// in the PID table (whose shard lock a thread that is not a worker takes on
-    /// every send), for a sender that keeps sending to one process, such as a
-    /// socket's reader on the I/O thread. A cell whose process has ended gives the
-    /// error a send to its PID gives.
-    #[cfg(feature = "tokio")]
-    pub(crate) fn send_message_to(
-        &self,
-        cell: &CellRef,
-        from: Option<Pid>,
-        payload: Payload,
-    ) -> Result<(), SendError> {
-        let to = cell.pid();
-        let mut message = Some(Message { from, payload });
-        let pushed = self.push_into(cell, &mut message, false);
-        self.sent(to, self.pushed(to, Some(pushed), message))
-    }
-
-    /// What a message send returns, once a message the push displaced is handed to
-    /// the dead letters.
-    #[inline]
-    fn sent(&self, to: Pid, pushed: Result<Option<Message>, SendError>) -> Result<(), SendError> {
-        match pushed {
+        match self.push_message(from, to, payload, false) {
             Ok(None) => Ok(()),
             Ok(Some(dropped)) => {
                 self.drop_oldest(to, dropped);
@@ -349,33 +323,14 @@ impl Shared {
     ) -> Result<Option<Message>, SendError> {
         let mut message = Some(Message { from, payload });
         // Small answers only: the message stays in `message` unless delivered.
-        let pushed =
-            worker::with_destination(self, to, |cell| self.push_into(cell, &mut message, signal));
-        self.pushed(to, pushed, message)
-    }
-
-    /// Pushes `message` into `cell`'s mailbox (leaving it in `message` unless
-    /// delivered) and queues the process if that woke it.
-    #[inline(always)]
-    fn push_into(&self, cell: &CellRef, message: &mut Option<Message>, signal: bool) -> Pushed {
-        let pushed = cell.push_message(message, signal);
-        if let Pushed::Queued { woke: true } | Pushed::Displaced { woke: true } = pushed {
-            // SAFETY: this push woke it, so its waiting reference is ours, once.
-            worker::schedule_woken(self, unsafe { CellRef::woken(cell) });
-        }
-        pushed
-    }
-
-    /// What a push to `to` comes to (`None`: the PID table has no cell for it), as
-    /// [`push_message`](Self::push_message) returns it; `message` is what the push
-    /// left undelivered.
-    #[inline(always)]
-    fn pushed(
-        &self,
-        to: Pid,
-        pushed: Option<Pushed>,
-        message: Option<Message>,
-    ) -> Result<Option<Message>, SendError> {
+        let pushed = worker::with_destination(self, to, |cell| {
+            let pushed = cell.push_message(&mut message, signal);
+            if let Pushed::Queued { woke: true } | Pushed::Displaced { woke: true } = pushed {
+                // SAFETY: this push woke it, so its waiting reference is ours, once.
+                worker::schedule_woken(self, unsafe { CellRef::woken(cell) });
+            }
+            pushed
+        });
         let kind = match pushed {
             Some(Pushed::Queued { .. }) => return Ok(None),
             Some(Pushed::Displaced { .. }) => return Ok(message),
@@ -384,7 +339,7 @@ impl Shared {
             None if self.registry.issued(to) => SendErrorKind::Finished,
             None => SendErrorKind::NoSuchProcess,
         };
-        let payload = message.expect("not delivered").payload;
+        let payload = message.take().expect("not delivered").payload;
         Err(SendError::new(to, kind, payload))
     }
 

@@ -7,21 +7,17 @@
 //! spot: if the data is there, the message is in its mailbox when `ask` returns and
 //! no thread was woken. Otherwise it counts one more outstanding read and gives the
 //! reader a permit. The reader waits for data first (a peek), then for a permit
-//! ([`Active::permit`]), reads, waits for an owner and sends ([`Owner::send`]), and
+//! ([`Active::permit`]), reads, waits for an owner ([`Active::owner`]), sends, and
 //! only then counts the read done ([`Active::delivered`]): until then the owner
 //! cannot read on its own, so chunks reach it in the order they were read.
 
-use std::any::Any;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 use tokio::sync::{watch, Semaphore};
 
-use crate::engine::cell::CellRef;
 use crate::engine::handle::Handle;
-use crate::error::{SendError, SendErrorKind};
-use crate::payload::Payload;
 use crate::pid::Pid;
 
 /// How much one `active_once` reads at most (a TCP chunk, or the largest UDP
@@ -91,16 +87,13 @@ impl Active {
         }
     }
 
-    /// The owner, for the reader to send to.
-    pub(super) fn subscribe(&self) -> Owner {
-        Owner {
-            changes: self.owner.subscribe(),
-            seen: None,
-        }
+    /// The owner's changes, for the reader to wait on with [`owner`](Self::owner).
+    pub(super) fn subscribe(&self) -> watch::Receiver<Option<Pid>> {
+        self.owner.subscribe()
     }
 
     /// Waits until there is an owner, and gives it.
-    async fn owner(owners: &mut watch::Receiver<Option<Pid>>) -> Pid {
+    pub(super) async fn owner(owners: &mut watch::Receiver<Option<Pid>>) -> Pid {
         let owner = owners.wait_for(Option::is_some).await.map(|owner| *owner);
         match owner {
             Ok(owner) => owner.expect("waited for an owner"),
@@ -192,45 +185,5 @@ impl Active {
                 *spare = bytes;
             }
         }
-    }
-}
-
-/// The reader's view of the owner: the watch of its changes, and the cell of the
-/// owner last seen, so that a send goes straight to the cell. By PID, each send
-/// from the I/O thread (no worker, so without a worker's cache of destinations)
-/// looked the cell up under the PID table's shard lock.
-pub(super) struct Owner {
-    changes: watch::Receiver<Option<Pid>>,
-    /// The owner last seen, and its cell unless the PID table had none or a send
-    /// found its process ended (sends then go by PID, which gives the same
-    /// errors, and an ended process's cell is not kept).
-    seen: Option<(Pid, Option<CellRef>)>,
-}
-
-impl Owner {
-    /// Waits until there is an owner, and sends it `message` (from no process),
-    /// as `active.handle.send` to its PID would.
-    pub(super) async fn send<T: Any + Send>(
-        &mut self,
-        active: &Active,
-        message: T,
-    ) -> Result<(), SendError> {
-        // `has_changed` is one atomic load, where reading the watch takes its lock.
-        if self.seen.is_none() || !matches!(self.changes.has_changed(), Ok(false)) {
-            let pid = Active::owner(&mut self.changes).await;
-            let cell = active.handle.shared().cell_of(pid);
-            self.seen = Some((pid, cell));
-        }
-        let (pid, cell) = self.seen.as_mut().expect("an owner was seen");
-        let shared = active.handle.shared();
-        let payload = Payload::new(message);
-        let Some(held) = cell else {
-            return shared.send_message(None, *pid, payload);
-        };
-        let sent = shared.send_message_to(held, None, payload);
-        if matches!(&sent, Err(error) if error.kind() == SendErrorKind::Finished) {
-            *cell = None;
-        }
-        sent
     }
 }

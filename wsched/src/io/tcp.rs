@@ -93,7 +93,7 @@ use crate::engine::process::{
     panic_message, Command, Event, Events, IntoProcess, Process, Status, StepOutput,
 };
 use crate::entry::Entry;
-use crate::error::{InitError, SendError, StepError, YieldError};
+use crate::error::{InitError, StepError, YieldError};
 use crate::payload::{Payload, Payloads};
 use crate::pid::Pid;
 
@@ -270,10 +270,10 @@ impl Conn {
         event
     }
 
-    /// What a send of an event to the owner did: a chunk that cannot be delivered
-    /// closes the connection. Returns whether it was delivered.
-    fn sent(&self, sent: Result<(), SendError>) -> bool {
-        if sent.is_err() {
+    /// Sends `event` to `owner`; a chunk that cannot be delivered closes the
+    /// connection. Returns whether it was delivered.
+    fn send(&self, owner: Pid, event: TcpEvent) -> bool {
+        if self.active.handle.send(owner, event).is_err() {
             // A byte stream with a hole in it is worth nothing: the connection is
             // closed, as Erlang closes a socket whose controlling process ended.
             self.close();
@@ -416,7 +416,7 @@ fn read_draining(stream: &TcpStream, buffer: &mut [u8]) -> io::Result<usize> {
 /// stale, and a stale one only makes the next permit wake this task, whose read
 /// then clears it.
 async fn read_loop(conn: Arc<Conn>) {
-    let mut owner = conn.active.subscribe();
+    let mut owners = conn.active.subscribe();
     loop {
         let there = poll_fn(|cx| match &*conn.stream.read() {
             // An error is the read's to report.
@@ -433,7 +433,8 @@ async fn read_loop(conn: Arc<Conn>) {
         };
         let event = conn.event(read);
         let last = !matches!(event, TcpEvent::Data { .. });
-        let sent = conn.sent(owner.send(&conn.active, event).await);
+        let to = Active::owner(&mut owners).await;
+        let sent = conn.send(to, event);
         // Only once the chunk is sent: see `active.rs`.
         conn.active.delivered();
         if !sent || last {
@@ -524,7 +525,7 @@ impl TcpConn {
             || conn.try_read_chunk(),
             |owner, read| {
                 let event = conn.event(read);
-                conn.sent(conn.active.handle.send(owner, event));
+                conn.send(owner, event);
             },
         );
     }

@@ -313,7 +313,7 @@ impl Shared {
 /// nothing (the datagram stays for the receive), and any answer — an address, or
 /// an error the receive will report — means there is something to receive.
 async fn recv_loop(shared: Arc<Shared>) {
-    let mut owner = shared.active.subscribe();
+    let mut owners = shared.active.subscribe();
     loop {
         let there = poll_fn(|cx| match &*shared.socket.read() {
             Some(socket) => socket.poll_peek_sender(cx).map(|_| true),
@@ -328,8 +328,8 @@ async fn recv_loop(shared: Arc<Shared>) {
             return;
         };
         let event = shared.event(received);
-        // One that cannot be delivered is dropped, as `send` drops it.
-        let _ = owner.send(&shared.active, event).await;
+        let to = Active::owner(&mut owners).await;
+        shared.send(to, event);
         // Only once the datagram is sent on: see `active.rs`.
         shared.active.delivered();
     }
