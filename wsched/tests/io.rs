@@ -617,6 +617,134 @@ fn a_connection_handed_to_another_process_reads_for_its_new_owner() {
     assert_eq!(read_to_end(&mut client), b"taken");
 }
 
+// After the reader task has sent a chunk to one owner: a new owner gets the next
+// chunk, and a chunk for an owner that has ended closes the connection. (For
+// any cache of the owner the reader may keep.) Each chunk is written only once
+// the read is asked for, so that the reader, not `active_once`, sends it.
+
+/// Told to the test each time a read was asked for.
+struct Asked;
+
+/// Reads one chunk itself, then hands its connection to a process of its own.
+struct Keeper {
+    report: Pid,
+}
+
+/// Gets a connection, reads one chunk, and reports it.
+struct Receiver {
+    report: Pid,
+}
+
+struct Kept(Vec<u8>);
+
+struct Received(Vec<u8>);
+
+#[process]
+impl Keeper {
+    #[entry]
+    fn keep(&mut self, conn: TcpConn) -> Result<(), BoxError> {
+        conn.active_once();
+        this::send(self.report, Asked)?;
+        let TcpEvent::Data { bytes, .. } = recv!(TcpEvent)? else {
+            return Err("expected data".into());
+        };
+        this::send(self.report, Kept(bytes))?;
+        let receiver = this::spawn(
+            Receiver {
+                report: self.report,
+            },
+            Receiver::RECEIVE,
+            (),
+        )?;
+        conn.set_owner(receiver);
+        this::send(receiver, conn)?;
+        Ok(())
+    }
+
+    /// Lends its reads to a receiver that ends after one, then asks for another.
+    #[entry]
+    fn lend(&mut self, conn: TcpConn) -> Result<(), BoxError> {
+        let receiver = this::spawn(
+            Receiver {
+                report: self.report,
+            },
+            Receiver::RECEIVE_ONE,
+            (),
+        )?;
+        conn.set_owner(receiver);
+        conn.active_once();
+        this::send(self.report, Asked)?;
+        yield_cmd!(wsched::command::Join(receiver))??;
+        conn.active_once();
+        this::send(self.report, Asked)?;
+        // Keeps the connection: only the failed send may close it.
+        let _ = recv!(TcpEvent, timeout = PATIENCE);
+        Ok(())
+    }
+}
+
+#[process]
+impl Receiver {
+    #[entry]
+    fn receive(&mut self) -> Result<(), BoxError> {
+        let conn = recv!(TcpConn)?;
+        conn.active_once();
+        this::send(self.report, Asked)?;
+        self.receive_one().await
+    }
+
+    #[entry]
+    fn receive_one(&mut self) -> Result<(), BoxError> {
+        let TcpEvent::Data { bytes, .. } = recv!(TcpEvent)? else {
+            return Err("expected data".into());
+        };
+        this::send(self.report, Received(bytes))?;
+        Ok(())
+    }
+}
+
+#[test]
+fn a_connection_handed_on_after_its_reader_sent_a_chunk_reads_for_the_new_owner() {
+    let scheduler = scheduler();
+    let inbox = scheduler.inbox().unwrap();
+    let report = inbox.pid();
+    let listener = listen(
+        &scheduler.handle(),
+        move |_| Keeper { report },
+        Keeper::KEEP,
+    );
+    let mut client = connect(listener.local_addr());
+    inbox_recv::<Asked>(&inbox);
+    client.write_all(b"for the keeper").unwrap();
+    let Kept(bytes) = inbox_recv::<Kept>(&inbox);
+    assert_eq!(bytes, b"for the keeper");
+    inbox_recv::<Asked>(&inbox);
+    client.write_all(b"for the receiver").unwrap();
+    let Received(bytes) = inbox_recv::<Received>(&inbox);
+    assert_eq!(bytes, b"for the receiver");
+}
+
+#[test]
+fn a_chunk_for_an_owner_that_has_ended_closes_the_connection() {
+    let scheduler = scheduler();
+    let inbox = scheduler.inbox().unwrap();
+    let report = inbox.pid();
+    let listener = listen(
+        &scheduler.handle(),
+        move |_| Keeper { report },
+        Keeper::LEND,
+    );
+    let mut client = connect(listener.local_addr());
+    inbox_recv::<Asked>(&inbox);
+    client.write_all(b"one").unwrap();
+    let Received(bytes) = inbox_recv::<Received>(&inbox);
+    assert_eq!(bytes, b"one");
+    // Asked once the receiver has ended.
+    inbox_recv::<Asked>(&inbox);
+    client.write_all(b"two").unwrap();
+    assert!(read_to_end(&mut client).is_empty());
+}
+
 #[test]
 fn a_shutdown_closes_listeners_and_connections() {
     let scheduler = scheduler();
