@@ -183,8 +183,14 @@ const SUPERVISED: u64 = 1 << 60;
 /// withdrawing a yield, ending the process and delivering a completion to it look
 /// for that work. Sticky: set by the worker dispatching the yield, never cleared.
 const WORK_OUT: u64 = 1 << 59;
+/// In [`Header::steps`]: the process's history is to be recorded from its entry on
+/// (`SpawnOptions::record_history`, the `sim` feature). Set before the cell is
+/// shared, read once by the spawn: a flag in the cell, so that it survives a
+/// `Spawn` command's stash, which must stay two words.
+#[cfg_attr(not(feature = "sim"), allow(dead_code))]
+const RECORD_HISTORY: u64 = 1 << 58;
 /// The step count's bits in [`Header::steps`].
-const STEP_COUNT: u64 = WORK_OUT - 1;
+const STEP_COUNT: u64 = RECORD_HISTORY - 1;
 
 impl<B: ?Sized> Drop for ProcessCell<B> {
     /// A cell dropped with a live body is one whose process never ran to its end: it
@@ -550,9 +556,6 @@ pub(crate) struct NewProcess {
     /// Beside the cell, not in it: the cell would have to grow by the input's size
     /// for the whole life of the process.
     input: Payloads,
-    /// Its history is to be recorded (`SpawnOptions::record_history`).
-    #[cfg(feature = "sim")]
-    record_history: bool,
 }
 
 impl NewProcess {
@@ -565,8 +568,6 @@ impl NewProcess {
         Self {
             cell: ProcessCell::unspawned(process, entry, detached),
             input,
-            #[cfg(feature = "sim")]
-            record_history: false,
         }
     }
 
@@ -574,7 +575,11 @@ impl NewProcess {
     /// `observe/history.rs`).
     #[cfg(feature = "sim")]
     pub(crate) fn record_history(&mut self) {
-        self.record_history = true;
+        let steps = &self.header_mut().steps;
+        steps.store(
+            steps.load(Ordering::Relaxed) | RECORD_HISTORY,
+            Ordering::Relaxed,
+        );
     }
 
     /// The entry it is to run.
@@ -654,11 +659,7 @@ impl NewProcess {
     pub(crate) fn stash(mut self) -> StashedProcess {
         let input = self.take_input().pack();
         self.header_mut().mailbox.get_mut().outcome = Outcome::Unstarted(input);
-        StashedProcess {
-            cell: self.cell,
-            #[cfg(feature = "sim")]
-            record_history: self.record_history,
-        }
+        StashedProcess { cell: self.cell }
     }
 
     /// The process itself, for the testing harness, which runs it outside any
@@ -688,9 +689,9 @@ impl NewProcess {
         init: impl FnOnce(CellRef, &mut dyn Process, &str, Payloads) -> Result<(), E>,
     ) -> Result<Spawned, E> {
         let input = self.take_input();
-        #[cfg(feature = "sim")]
-        let record_history = self.record_history;
         let header = self.header_mut();
+        #[cfg(feature = "sim")]
+        let record_history = header.steps.load(Ordering::Relaxed) & RECORD_HISTORY != 0;
         header.pid = pid;
         header.handle = Some(crate::engine::worker::lend_handle(handle));
         header.parent = parent;
@@ -747,9 +748,6 @@ pub(crate) struct Spawned {
 /// A [`NewProcess`] whose input waits in its cell (see [`NewProcess::stash`]).
 pub(crate) struct StashedProcess {
     cell: CellRef,
-    /// Kept through the stash: a `Spawn` command's process is recorded as asked.
-    #[cfg(feature = "sim")]
-    record_history: bool,
 }
 
 impl StashedProcess {
@@ -765,8 +763,6 @@ impl StashedProcess {
         NewProcess {
             cell: self.cell,
             input,
-            #[cfg(feature = "sim")]
-            record_history: self.record_history,
         }
     }
 
