@@ -160,7 +160,8 @@ pub enum UdpEvent {
         socket: SocketId,
         /// Who sent it.
         from: SocketAddr,
-        /// What it carried.
+        /// What it carried. Its capacity may exceed its length: a small buffer a
+        /// send of the socket gave back is reused (at most 1 KiB).
         bytes: Vec<u8>,
     },
     /// Receiving failed. The socket goes on: the next
@@ -550,10 +551,24 @@ pub(crate) fn registrations() -> Vec<AsyncRegistration> {
     vec![
         // Tried on the worker first: a datagram the socket takes (the usual case)
         // is sent at once, with no hand-off to the runtime.
+        // A sent datagram's buffer is kept for the socket's next read to copy into,
+        // as TCP's writes are: a conversation's reads then allocate nothing.
         AsyncRegistration::with_fast_path(
             AsyncOptions::new(),
-            |send: &mut UdpSend| send.shared.try_send_now(send),
-            |send: UdpSend, _| async move { send.shared.send_to(&send).await },
+            |send: &mut UdpSend| {
+                let sent = send.shared.try_send_now(send);
+                if let Some(Ok(_)) = sent {
+                    send.shared
+                        .active
+                        .give_back(std::mem::take(&mut send.bytes));
+                }
+                sent
+            },
+            |send: UdpSend, _| async move {
+                let sent = send.shared.send_to(&send).await?;
+                send.shared.active.give_back(send.bytes);
+                Ok(sent)
+            },
         )
         .builtin(),
     ]
