@@ -82,6 +82,9 @@ use crate::time::clock;
 /// The wheel's size in 1 ms ticks: its horizon is about a second.
 const SLOTS: u64 = 1024;
 const TICK: Duration = Duration::from_millis(1);
+/// How many empty ticks `expire` walks before it looks for the next one that needs
+/// a look instead (a scan of up to two levels of slots).
+const SKIP_AFTER: u64 = 64;
 /// "No entry": the end of a list.
 const NIL: u32 = u32::MAX;
 /// Storage for at least this many timers is given back once none is pending; below
@@ -551,7 +554,8 @@ impl<T: TimerItem> Wheel<T> {
                 break;
             }
             let slot = (self.next_tick % SLOTS) as usize;
-            if self.level0[slot].is_empty() {
+            // (Only when the walk ahead is long: a short one is cheaper than the look.)
+            if self.level0[slot].is_empty() && now_tick - self.next_tick >= SKIP_AFTER {
                 // Skip the empty ticks up to the next that needs a look (a
                 // simulation jumping an hour would otherwise walk 3.6 million). No
                 // epoch is entered on the way but the one the skip lands on the
@@ -626,12 +630,12 @@ impl<T: TimerItem> Wheel<T> {
             return Some(tick);
         }
         // Nothing more this epoch: wake when the next non-empty epoch begins (its
-        // bucket then cascades), or when heap timers come within level 1's reach.
-        if let Some(e) =
-            (epoch + 1..epoch + SLOTS).find(|e| !self.level1[(e % SLOTS) as usize].is_empty())
-        {
-            return Some(e * SLOTS);
-        }
+        // bucket then cascades), or when heap timers come within level 1's reach,
+        // whichever is first (`expire` skipping empty ticks enters no epoch on the
+        // way, so a heap timer's must not be passed over).
+        let level1 = (epoch + 1..epoch + SLOTS)
+            .find(|e| !self.level1[(e % SLOTS) as usize].is_empty())
+            .map(|e| e * SLOTS);
         // Cancelled records on top would wake the thread for nothing.
         while self
             .far
@@ -641,12 +645,16 @@ impl<T: TimerItem> Wheel<T> {
             self.far.pop();
             self.far_stale -= 1;
         }
-        self.far.peek().map(|far| {
+        let far = self.far.peek().map(|far| {
             (far.tick / SLOTS + 1)
                 .saturating_sub(SLOTS)
                 .max(epoch + 1)
                 .saturating_mul(SLOTS)
-        })
+        });
+        match (level1, far) {
+            (Some(level1), Some(far)) => Some(level1.min(far)),
+            (level1, far) => level1.or(far),
+        }
     }
 
     /// With no timer pending, gives storage grown by a burst back to the allocator.
@@ -1397,5 +1405,83 @@ mod tests {
         let clock = Clock::stepping();
         let (a, b) = (clock.now(), clock.now());
         assert_eq!(b - a, TICK);
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::BTreeMap;
+
+        /// What a test does to the wheel.
+        #[derive(Debug, Clone)]
+        enum Op {
+            /// Arms a timer `ahead` ticks after the current one.
+            Arm(u64),
+            /// Cancels the n-th pending timer (modulo how many there are).
+            Cancel(usize),
+            /// Expires everything due `ahead` ticks on.
+            Expire(u64),
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            // Near ticks, epochs ahead, and beyond level 1 (the heap); jumps short
+            // and long, so that `expire` both walks and skips.
+            let ahead = prop_oneof![0..8u64, 0..3 * SLOTS, 0..(SLOTS * SLOTS * 2)];
+            prop_oneof![
+                3 => ahead.clone().prop_map(Op::Arm),
+                1 => any::<usize>().prop_map(Op::Cancel),
+                2 => prop_oneof![0..4u64, 0..(SLOTS * 3), 0..(SLOTS * SLOTS * 3)].prop_map(Op::Expire),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+            /// Whatever is armed, cancelled and expired, in whatever jumps, each
+            /// `expire` fires exactly the timers due by then and nothing else.
+            #[test]
+            fn expire_fires_exactly_what_is_due(ops in proptest::collection::vec(op(), 1..120)) {
+                let mut wheel = wheel();
+                // id -> (its tick, its process's list)
+                let mut pending: BTreeMap<u64, (u64, Arc<TimerList>)> = BTreeMap::new();
+                let mut now = 0u64;
+                let mut due = Vec::new();
+                for (id, op) in ops.into_iter().enumerate() {
+                    let id = id as u64;
+                    match op {
+                        Op::Arm(ahead) => {
+                            let tick = now + 1 + ahead;
+                            let list = process();
+                            wheel.insert(Some(tick), timer(&list, id));
+                            pending.insert(id, (tick, list));
+                        }
+                        Op::Cancel(n) if !pending.is_empty() => {
+                            let id = *pending.keys().nth(n % pending.len()).unwrap();
+                            let (_, list) = pending.remove(&id).unwrap();
+                            let mut released = Released::new();
+                            wheel.cancel_tag(&list, Tag(id), &mut released);
+                            prop_assert_eq!(released.release(), 1);
+                        }
+                        Op::Cancel(_) => {}
+                        Op::Expire(ahead) => {
+                            now += ahead;
+                            wheel.expire(wheel.instant_of(now).unwrap(), &mut due);
+                            let mut fired: Vec<u64> = due.drain(..).map(|t: Fake| t.id).collect();
+                            fired.sort_unstable();
+                            let expected: Vec<u64> = pending
+                                .iter()
+                                .filter(|(_, (tick, _))| *tick <= now)
+                                .map(|(id, _)| *id)
+                                .collect();
+                            prop_assert_eq!(&fired, &expected, "at tick {}", now);
+                            for id in expected {
+                                pending.remove(&id);
+                            }
+                        }
+                    }
+                    prop_assert_eq!(wheel.len, pending.len());
+                }
+            }
+        }
     }
 }
