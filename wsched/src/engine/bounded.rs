@@ -75,13 +75,13 @@
 //! mailbox lock after each step that took messages in or received some (to report
 //! what it holds), and a look at its buffer then (as listings already take).
 
-use crate::buggify::{buggify, Buggify};
 use std::collections::VecDeque;
 use std::fmt;
 use std::mem;
 // Statistics, not synchronisation (see `metrics.rs`).
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::buggify::{buggify, Buggify};
 use crate::engine::handle::Handle;
 use crate::engine::process::{Completion, Event, Message, Tag};
 use crate::payload::Payload;

@@ -478,13 +478,14 @@ impl Worker {
         let Some(task) = self.core.borrow_mut().next_task(shared) else {
             return false;
         };
-        self.run(task);
+        self.step(task);
         true
     }
 
-    /// Steps `task`, a process this worker took from a queue.
+    /// Steps `task`, a process this worker took from a queue (a simulation's
+    /// driver takes them with [`take_runnable`](Self::take_runnable)).
     #[inline]
-    fn run(&mut self, task: Task) {
+    pub(crate) fn step(&mut self, task: Task) {
         let shared = self.handle.shared();
         let index = self.index;
         shared.counters[index].steps.add(1);
@@ -525,12 +526,6 @@ impl Worker {
     #[cfg(feature = "sim")]
     pub(crate) fn has_local(&self) -> bool {
         self.core.borrow().local.has_tasks()
-    }
-
-    /// Steps `task`, taken by [`take_runnable`](Self::take_runnable).
-    #[cfg(feature = "sim")]
-    pub(crate) fn step(&mut self, task: Task) {
-        self.run(task);
     }
 
     /// Takes the worker off its thread, once the scheduler has terminated.

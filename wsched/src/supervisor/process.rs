@@ -7,11 +7,11 @@
 //! restart or the end) and ended. A cancel in a step wins over the other events of
 //! that step, so a supervisor being shut down does not first restart children.
 
-use crate::buggify::{buggify, Buggify};
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::spec::ChildSpec;
+use crate::buggify::{buggify, Buggify};
 use crate::command::TimerRef;
 use crate::engine::context::Context;
 use crate::engine::process::{Event, Events, Message, Process, Status, StepOutput};
