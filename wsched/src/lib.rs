@@ -176,6 +176,8 @@
 extern crate self as wsched;
 
 mod buggify;
+#[cfg(feature = "cluster")]
+pub mod cluster;
 pub mod command;
 mod engine;
 mod entry;
