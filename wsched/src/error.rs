@@ -308,6 +308,15 @@ pub enum SendErrorKind {
     /// [`Overflow::Reject`](crate::Overflow::Reject)). The process is live: the same
     /// message may be sent again once it has taken in some of its mailbox.
     MailboxFull,
+    /// The process lives on another node of a cluster that cannot be reached: the
+    /// node is down, the PID belongs to an earlier incarnation of it (a PID of a
+    /// restarted node's old processes is refused forever), or this scheduler is in
+    /// no cluster (the `cluster` feature).
+    NoConnection,
+    /// The message was for a process on another node, and its type has no codec
+    /// registered with the cluster, so it cannot cross ([`SendError::message_type`]
+    /// names it). Register it on every node, under one name.
+    NotEncodable,
 }
 
 /// What to do about a full mailbox, for error messages.
@@ -324,6 +333,13 @@ fn why(kind: SendErrorKind) -> &'static str {
         SendErrorKind::NoSuchProcess => "no such process",
         SendErrorKind::Finished => "the process has finished",
         SendErrorKind::MailboxFull => concat!("its bounded mailbox is full; ", full_advice!()),
+        SendErrorKind::NoConnection => {
+            "its node is down or unreachable, or the PID is of an earlier incarnation of that node"
+        }
+        SendErrorKind::NotEncodable => {
+            "it is on another node, and the message's type has no codec for crossing nodes; \
+             register it on every node with `ClusterConfig::register::<T>(name)`"
+        }
     }
 }
 
@@ -582,6 +598,10 @@ pub enum TimedSendErrorKind {
     /// next timed message (or `Sleep`) tries again. The OS error is in the message
     /// and in [`TimedSendError::io_error`].
     NoTimerThread,
+    /// The target lives on another node that cannot be reached, or the message's
+    /// type cannot cross nodes (see [`SendErrorKind::NoConnection`] and
+    /// [`SendErrorKind::NotEncodable`]).
+    Remote(SendErrorKind),
 }
 
 /// A timed message ([`Handle::send_after`](crate::Handle::send_after),
@@ -602,6 +622,9 @@ impl TimedSendError {
             // Arming checks only that the target lives; a full mailbox is met when
             // the message falls due (see `engine/bounded.rs`).
             SendErrorKind::MailboxFull => unreachable!("arming pushes nothing"),
+            kind @ (SendErrorKind::NoConnection | SendErrorKind::NotEncodable) => {
+                TimedSendErrorKind::Remote(kind)
+            }
         };
         Self {
             to,
@@ -669,6 +692,7 @@ impl fmt::Display for TimedSendError {
         match (self.kind, &self.source) {
             (TimedSendErrorKind::NoSuchProcess, _) => f.write_str("no such process")?,
             (TimedSendErrorKind::Finished, _) => f.write_str("the process has finished")?,
+            (TimedSendErrorKind::Remote(kind), _) => f.write_str(why(kind))?,
             (TimedSendErrorKind::NoTimerThread, source) => {
                 f.write_str("the timer thread could not be started")?;
                 if let Some(source) = source {

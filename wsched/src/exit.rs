@@ -70,6 +70,12 @@ pub enum ExitReason {
     /// The process did not exist when it was watched: it had ended already, or was
     /// ending, or its PID was never issued. (Erlang's `noproc`.)
     NoSuchProcess,
+    /// The process lives on another node of a cluster (the `cluster` feature), and
+    /// that node is down, or was never reached: declared down after its silence, or
+    /// after a lost message, or restarted as a new incarnation — or this scheduler
+    /// is in no cluster. The process may still be running there; nothing more from
+    /// it will arrive here. (Erlang's `noconnection`.)
+    NoConnection,
 }
 
 impl ExitReason {
@@ -146,6 +152,9 @@ impl fmt::Display for ExitReason {
             Self::NoSuchProcess => {
                 f.write_str("no such process: it had ended (or never existed) when it was watched")
             }
+            Self::NoConnection => f.write_str(
+                "no connection: its node is down or unreachable (it may still run there)",
+            ),
         }
     }
 }

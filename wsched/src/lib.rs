@@ -248,6 +248,8 @@ pub use error::{
     StepError, TimedSendError, TimedSendErrorKind, YieldError,
 };
 pub use exit::ExitReason;
+#[cfg(any(feature = "sim", feature = "cluster"))]
+pub use observe::codecs::Codecs;
 pub use payload::{IntoPayloads, Payload, PayloadTypeError, Payloads, PayloadsIntoIter};
 pub use pid::Pid;
 pub use runtime::{

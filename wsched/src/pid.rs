@@ -10,9 +10,34 @@ use std::num::NonZeroU64;
 /// Printed as `<N>`, or as `<N.G>` for the `G`-th later process to reuse the place
 /// `N` of an ended one in the scheduler's PID table (`<3.1>` follows `<3>`): the
 /// number behind it ([`as_u64`](Self::as_u64)) packs both, and would print as a
-/// ten-digit number.
+/// ten-digit number. A PID of a process on another node of a cluster (the
+/// `cluster` feature) prints with the node's name: `<3@b>`.
+///
+/// # The number
+///
+/// From the low bits up: 32 bits of place, [`GENERATION_BITS`] of generation, and
+/// [`NODE_BITS`] naming the node — zero for this scheduler's own processes, so
+/// whether a PID is local is one comparison, and a remote PID never matches a
+/// local slot (its generation bits differ), which keeps the send path's lookup as
+/// it is.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Pid(NonZeroU64);
+
+/// Bits of a PID's number that count the reuses of its place (see [`Pid`]).
+pub(crate) const GENERATION_BITS: u32 = 20;
+
+/// Bits of a PID's number that name its node (see [`Pid`]): 0 is this scheduler's
+/// own; others index the process-wide table of nodes met in a cluster.
+pub(crate) const NODE_BITS: u32 = 12;
+
+/// Where the node bits start.
+pub(crate) const NODE_SHIFT: u32 = 32 + GENERATION_BITS;
+
+/// The largest generation a place reaches before it is retired.
+pub(crate) const MAX_GENERATION: u32 = (1 << GENERATION_BITS) - 1;
+
+/// The bits of a PID's number that say where on its node it lives.
+pub(crate) const LOCAL_MASK: u64 = (1 << NODE_SHIFT) - 1;
 
 impl Pid {
     /// Builds a PID from its number. PIDs normally come from the scheduler or the
@@ -31,17 +56,47 @@ impl Pid {
     pub fn as_u64(self) -> u64 {
         self.0.get()
     }
+
+    /// Whether the process lives on this scheduler: `false` only for PIDs of
+    /// processes on other nodes of a cluster (the `cluster` feature).
+    #[inline(always)]
+    pub fn is_local(self) -> bool {
+        self.0.get() >> NODE_SHIFT == 0
+    }
+
+    /// The slot of the node the process lives on (0: this scheduler).
+    #[inline(always)]
+    pub(crate) fn node_slot(self) -> u16 {
+        (self.0.get() >> NODE_SHIFT) as u16
+    }
+
+    /// This PID's place and generation with node slot `slot`: how a PID is
+    /// translated between nodes.
+    #[inline]
+    pub(crate) fn with_node_slot(self, slot: u16) -> Pid {
+        Pid::from_raw((self.0.get() & LOCAL_MASK) | (u64::from(slot) << NODE_SHIFT))
+    }
 }
 
 impl Pid {
     /// Writes `N` or `N.G` (see the type's docs).
     fn write_number(self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let raw = self.0.get();
-        let (place, generation) = (raw & u64::from(u32::MAX), raw >> 32);
+        let (place, generation) = (raw & u64::from(u32::MAX), (raw & LOCAL_MASK) >> 32);
         if generation == 0 {
-            write!(f, "{place}")
+            write!(f, "{place}")?;
         } else {
-            write!(f, "{place}.{generation}")
+            write!(f, "{place}.{generation}")?;
+        }
+        match self.node_slot() {
+            0 => Ok(()),
+            #[cfg(feature = "cluster")]
+            slot => match crate::cluster::nodes::node_of_slot(slot) {
+                Some(node) => write!(f, "@{}", node.name()),
+                None => write!(f, "@node{slot}"),
+            },
+            #[cfg(not(feature = "cluster"))]
+            slot => write!(f, "@node{slot}"),
         }
     }
 }
@@ -81,5 +136,17 @@ mod tests {
         assert_eq!(reused.to_string(), "<3.1>");
         assert_eq!(format!("{reused:?}"), "Pid<3.1>");
         assert_eq!(Pid::from_raw((7 << 32) | 12).to_string(), "<12.7>");
+    }
+
+    #[test]
+    fn the_node_bits_say_whether_a_pid_is_local_and_translate_alone() {
+        let local = Pid::from_raw((7 << 32) | 12);
+        assert!(local.is_local());
+        assert_eq!(local.node_slot(), 0);
+        let remote = local.with_node_slot(5);
+        assert!(!remote.is_local());
+        assert_eq!(remote.node_slot(), 5);
+        assert_eq!(remote.with_node_slot(0), local, "place and generation kept");
+        assert!(Pid::from_raw(u64::from(MAX_GENERATION) << 32 | 1).is_local());
     }
 }

@@ -1,7 +1,13 @@
 //! Processes on several nodes (the `cluster` feature).
 
+mod codec;
+mod memory;
+pub(crate) mod nodes;
 mod transport;
+mod wire;
 
+pub use memory::{MemoryFabric, MemoryTransport};
+pub use nodes::NodeId;
 pub use transport::{
-    Done, Entry, FrameSink, KeyValue, KvError, Revision, Transport, TransportError,
+    Done, FrameSink, KeyValue, KvEntry, KvError, Revision, Transport, TransportError,
 };

@@ -78,7 +78,7 @@ pub type Revision = u64;
 
 /// A value as read from the store, with its revision.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Entry {
+pub struct KvEntry {
     /// The value's bytes.
     pub value: Vec<u8>,
     /// Its revision.
@@ -95,7 +95,7 @@ pub type Done<T> = Box<dyn FnOnce(Result<T, KvError>) + Send + 'static>;
 pub trait KeyValue: Send + Sync {
     /// The key's value and revision, or `None` if it has none (never written, or
     /// deleted).
-    fn get(&self, key: &str, done: Done<Option<Entry>>);
+    fn get(&self, key: &str, done: Done<Option<KvEntry>>);
 
     /// Writes `value` only if the key has no value now; the new revision.
     /// [`KvError::Conflict`] if it has one.

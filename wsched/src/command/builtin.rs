@@ -199,9 +199,9 @@ pub(crate) fn registrations(
 /// the standard types' (see `observe/history.rs`), and those of the built-in
 /// commands that carry plain values, `Sleep` (its duration in nanoseconds) and
 /// `Join` (the PID as a number).
-#[cfg(feature = "sim")]
-pub(crate) fn standard_codecs() -> crate::observe::history::Codecs {
-    let mut codecs = crate::observe::history::Codecs::standard();
+#[cfg(any(feature = "sim", feature = "cluster"))]
+pub(crate) fn standard_codecs() -> crate::observe::codecs::Codecs {
+    let mut codecs = crate::observe::codecs::Codecs::standard();
     codecs.insert::<Sleep>(
         "Sleep",
         true,

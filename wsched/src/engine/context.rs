@@ -15,6 +15,7 @@ use crate::error::{
     CancelError, RegisterError, SendError, SendNamedError, SpawnError, TimedSendError,
 };
 use crate::payload::{IntoPayloads, Payload};
+use crate::engine::handle::Handle;
 use crate::pid::Pid;
 use crate::time::timed_ref::Repeat;
 use crate::time::timed_ref::TimerRef;
@@ -82,6 +83,12 @@ impl Context {
     /// scheduler's dead letters (a `#[process]` machine's buffer, as it closes).
     pub(crate) fn hand_over_unreceived(&self, messages: &mut VecDeque<Message>) {
         self.backend().dead_letters(self.pid(), messages);
+    }
+
+    /// The scheduler this process runs on; `None` in the testing harness.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn scheduler(&self) -> Option<Handle> {
+        self.backend().scheduler()
     }
 
     fn backend(&self) -> &dyn Backend {
@@ -505,6 +512,12 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn unlink(&self, me: Pid, other: Pid);
 
     fn trap_exits(&self, me: Pid, on: bool);
+
+    /// The scheduler this process runs on, if it runs on one (not in the testing
+    /// harness): for layers that reach it from a process (the cluster).
+    fn scheduler(&self) -> Option<Handle> {
+        None
+    }
 
     /// Takes messages `to` took in and never received, as it ends (see
     /// `engine/dead_letters.rs`). Runners without a dead-letter hook drop them.

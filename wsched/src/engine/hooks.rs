@@ -26,7 +26,7 @@ use crate::engine::process::{Event, Status, Yield};
 use crate::engine::shared::Shared;
 use crate::engine::worker::Caller;
 use crate::entry_name::EntryName;
-use crate::error::ProcessError;
+use crate::error::{CancelError, ProcessError, SendError};
 use crate::exit::ExitReason;
 use crate::payload::Payload;
 use crate::pid::Pid;
@@ -92,6 +92,21 @@ pub(crate) trait Hooks {
         reason: &ExitReason,
         kills: &mut Vec<CellRef>,
     ) -> bool;
+
+    // ---- processes on other nodes -------------------------------------------------
+
+    /// Sends a message to `to`, a process on another node (`to.is_local()` is
+    /// false): hands it to the cluster layer, or fails with the message back.
+    fn send_remote(
+        shared: &Shared,
+        from: Option<Pid>,
+        to: Pid,
+        payload: Payload,
+        signal: bool,
+    ) -> Result<(), SendError>;
+
+    /// Cancels (`kill`: kills) `pid`, a process on another node.
+    fn stop_remote(shared: &Shared, pid: Pid, kill: bool) -> Result<(), CancelError>;
 
     // ---- the scheduler's end ------------------------------------------------------
 

@@ -10,9 +10,11 @@
 //! # PIDs
 //!
 //! A PID's low 32 bits are its slot's number plus one (slot `n` is entry `n /
-//! SHARDS` of shard `n % SHARDS`); its high 32 bits are the slot's generation, which
-//! grows each time the slot is freed. So a PID names one process only, ever: a slot
-//! whose generation would wrap is retired instead of reused. The first process of
+//! SHARDS` of shard `n % SHARDS`); the next 20 bits are the slot's generation, which
+//! grows each time the slot is freed (the top 12 name a node, 0 here: see
+//! [`Pid`]). So a PID names one process only, ever: a slot whose generation would
+//! overflow is retired instead of reused. A remote PID's generation field includes
+//! its node bits, so it never matches a slot here. The first process of
 //! each slot has generation 0, so the PIDs of a fresh scheduler are small numbers.
 //! Whether a PID was ever issued is known from its slot alone (the slot exists and
 //! its generation has reached the PID's), which tells "finished" from "no such
@@ -20,7 +22,7 @@
 
 use crate::engine::cell::{CellRef, ThinCell};
 use crate::engine::worker::Caller;
-use crate::pid::Pid;
+use crate::pid::{Pid, MAX_GENERATION};
 
 use crossbeam_utils::CachePadded;
 
@@ -209,12 +211,14 @@ impl Registry {
             return None;
         }
         let cell = slot.cell.take().map(ThinCell::into_cell);
-        // A slot whose generation would wrap is retired: its PIDs stay unique.
-        let Some(next) = slot.generation.checked_add(1) else {
+        // A slot whose generation would overflow its bits is retired: its PIDs stay
+        // unique, and never reach the node bits above them.
+        if slot.generation >= MAX_GENERATION {
             slot.taken = false;
             slot.retired = true;
             return cell;
-        };
+        }
+        let next = slot.generation + 1;
         slot.generation = next;
         let spare = match caller {
             // SAFETY: only worker `index`'s thread is this caller (see `spare`).
@@ -411,8 +415,8 @@ mod tests {
     fn a_slot_whose_generation_would_wrap_is_retired() {
         let table = Registry::new(1);
         let pid = table.reserve(Caller::Outside);
-        table.shards[0].write().slots[0].generation = u32::MAX;
-        let last = Pid::from_raw((u64::from(u32::MAX) << 32) | pid.as_u64());
+        table.shards[0].write().slots[0].generation = MAX_GENERATION;
+        let last = Pid::from_raw((u64::from(MAX_GENERATION) << 32) | pid.as_u64());
         table.release(last, Caller::Outside);
         assert!(table.shards[0].read().free.is_empty(), "not reused");
         assert!(table.issued(last));

@@ -336,6 +336,12 @@ impl Shared {
             Some(Pushed::Displaced { .. }) => return Ok(message),
             Some(Pushed::Closed) => SendErrorKind::Finished,
             Some(Pushed::Full) => self.rejected(),
+            // The only place a remote PID costs anything: it never matches a slot of
+            // the PID table (see `Pid`), so local sends pay nothing for it.
+            None if !to.is_local() => {
+                let payload = message.take().expect("not delivered").payload;
+                return <Layers as Hooks>::send_remote(self, from, to, payload, signal).map(|()| None);
+            }
             None if self.registry.issued(to) => SendErrorKind::Finished,
             None => SendErrorKind::NoSuchProcess,
         };
@@ -404,6 +410,9 @@ impl Shared {
     }
 
     pub(crate) fn cancel(&self, pid: Pid) -> Result<(), CancelError> {
+        if !pid.is_local() {
+            return <Layers as Hooks>::stop_remote(self, pid, false);
+        }
         let delivered = self
             .registry
             .with(pid, |cell| self.deliver(cell, Event::Cancel).is_ok());
@@ -422,6 +431,9 @@ impl Shared {
     /// if it is running. It ends with [`ProcessError::Stopped`] (reason
     /// [`ExitReason::Killed`]); its `close` runs and its watchers and links are told.
     pub(crate) fn kill(&self, pid: Pid) -> Result<(), CancelError> {
+        if !pid.is_local() {
+            return <Layers as Hooks>::stop_remote(self, pid, true);
+        }
         let cell = self
             .live_cell(pid)
             .map_err(|kind| CancelError::new(pid, kind))?;

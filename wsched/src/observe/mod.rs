@@ -11,8 +11,11 @@
 //! | `trace.rs` | the `tracing` integration (the `tracing` feature): every hook, empty without it |
 //! | `recorder/` | the optional event recorder, its timeline JSON and its pictures |
 //! | `top.rs` | ranking processes by steps, busy time or mailbox, now or over a window |
+//! | `codecs.rs` | payload codecs: values as text under stable names (the `sim` and `cluster` features) |
 //! | `history.rs` | recorded process histories (the `sim` feature): what they hold, payload codecs, the capture and flight recorders |
 
+#[cfg(any(feature = "sim", feature = "cluster"))]
+pub(crate) mod codecs;
 #[cfg(feature = "sim")]
 pub(crate) mod history;
 pub(crate) mod instrument;

@@ -22,6 +22,7 @@ use crate::observe::timing::{LongStepHook, Timing, TimingOptions};
 use crate::services::in_flight::InFlight;
 use crate::services::monitors::Monitors;
 use crate::services::names::Names;
+use crate::services::remote::Remote;
 use crate::services::timers::Timers;
 #[cfg(test)]
 use crate::time::timer::Clock;
@@ -620,6 +621,7 @@ impl Builder {
                 monitors: Monitors::new(),
                 timers,
                 in_flight: InFlight::new(),
+                remote: Remote::default(),
                 #[cfg(feature = "tokio")]
                 io,
                 observers: Observers {

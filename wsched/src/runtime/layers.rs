@@ -10,14 +10,16 @@ use crate::engine::counters::process_totals;
 use crate::engine::hooks::{Hooks, Layers};
 use crate::engine::process::Yield;
 use crate::engine::shared::Shared;
-use crate::error::ProcessError;
+use crate::error::{CancelError, ProcessError, SendError};
 use crate::exit::ExitReason;
 use crate::observe::instrument::Observers;
 use crate::observe::metrics::{Metrics, ProcessInfo};
+use crate::payload::Payload;
 use crate::pid::Pid;
 use crate::services::in_flight::InFlight;
 use crate::services::monitors::Monitors;
 use crate::services::names::Names;
+use crate::services::remote::Remote;
 use crate::services::timers::Timers;
 use crate::tag::Tag;
 
@@ -31,6 +33,8 @@ pub(crate) struct State {
     pub(crate) timers: Arc<Timers>,
     pub(crate) in_flight: InFlight,
     pub(crate) observers: Observers,
+    /// The cluster, if the scheduler joined one.
+    pub(crate) remote: Remote,
     /// The tokio runtime that async handlers and sockets run on.
     #[cfg(feature = "tokio")]
     pub(crate) io: crate::io::IoRuntime,
@@ -56,6 +60,7 @@ parts! {
     timers: Arc<Timers>,
     in_flight: InFlight,
     observers: Observers,
+    remote: Remote,
 }
 
 #[cfg(feature = "tokio")]
@@ -130,7 +135,26 @@ impl Hooks for Layers {
         shared.monitors().process_ended(shared, pid, reason, kills)
     }
 
+    #[inline(never)]
+    fn send_remote(
+        shared: &Shared,
+        from: Option<Pid>,
+        to: Pid,
+        payload: Payload,
+        signal: bool,
+    ) -> Result<(), SendError> {
+        shared.send_to_node(from, to, payload, signal)
+    }
+
+    #[inline(never)]
+    fn stop_remote(shared: &Shared, pid: Pid, kill: bool) -> Result<(), CancelError> {
+        shared.stop_on_node(pid, kill)
+    }
+
     fn release(shared: &Shared) {
+        if let Some(nodes) = shared.remote() {
+            nodes.close(shared);
+        }
         shared.timers().shutdown();
         shared.blocking().shutdown();
         shared.in_flight().abort_all();

@@ -699,7 +699,7 @@ impl CallSlot {
         match old {
             SlotState::Process(waiter) => {
                 let handle = waiter.completer.handle().clone();
-                handle.shared().monitors().demonitor(waiter.monitor);
+                handle.shared().monitors().demonitor(handle.shared(), waiter.monitor);
                 waiter.completer.release();
             }
             other => drop_quietly(other),
@@ -715,7 +715,7 @@ impl Waiter {
         let Self { completer, monitor } = self;
         let shared = completer.handle().shared();
         if !matches!(answer, Answer::CalleeDied(_)) {
-            shared.monitors().demonitor(monitor);
+            shared.monitors().demonitor(shared, monitor);
         }
         if !matches!(answer, Answer::TimedOut(..)) {
             // Released now rather than at its deadline; its release finds the slot
@@ -796,14 +796,14 @@ where
         .monitor_for_call(shared, pid, slot.clone());
     let message = Request::<Q, R>::new(request, slot.clone());
     if let Err(error) = shared.send_message(None, pid, Payload::new(message)) {
-        shared.monitors().demonitor(monitor);
+        shared.monitors().demonitor(shared, monitor);
         return CallAnswer::new(pid, Answer::undelivered(error)).into_result();
     }
     let deadline = clock::now()
         .checked_add(timeout)
         .unwrap_or_else(|| clock::now() + Duration::from_secs(u32::MAX.into()));
     let answer = slot.wait(deadline, || !shared.is_live_open(pid));
-    shared.monitors().demonitor(monitor);
+    shared.monitors().demonitor(shared, monitor);
     match answer {
         None => {
             let (callee_at, waiting) = shared.callee_state(pid);
@@ -1116,7 +1116,7 @@ pub(crate) fn handle_call(timers: &Arc<Timers>, call: Call, completer: RawComple
         .monitors()
         .monitor_for_call(shared, callee, slot.clone());
     if let Err(error) = shared.send_message(Some(caller), callee, request) {
-        shared.monitors().demonitor(monitor);
+        shared.monitors().demonitor(shared, monitor);
         // Whatever the monitor said of a dead callee, or a reply dropped, is dropped.
         let _ = slot.give_up_any();
         shared.timers().cancel(cell.timers(), tag);

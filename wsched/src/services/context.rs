@@ -12,6 +12,7 @@ use crate::error::{
     CancelError, RegisterError, SendError, SendNamedError, SpawnError, TimedSendError,
 };
 use crate::payload::Payload;
+use crate::engine::handle::Handle;
 use crate::pid::Pid;
 use crate::services::timed;
 use crate::time::timed_ref::{Repeat, TimerRef};
@@ -79,7 +80,7 @@ impl Backend for Header {
     }
 
     fn demonitor(&self, monitor: MonitorRef) -> bool {
-        self.handle().shared().monitors().demonitor(monitor)
+        self.handle().shared().monitors().demonitor(self.handle().shared(), monitor)
     }
 
     fn link(&self, me: Pid, other: Pid) {
@@ -88,11 +89,15 @@ impl Backend for Header {
     }
 
     fn unlink(&self, me: Pid, other: Pid) {
-        self.handle().shared().monitors().unlink(me, other);
+        self.handle().shared().monitors().unlink(self.handle().shared(), me, other);
     }
 
     fn trap_exits(&self, me: Pid, on: bool) {
         self.handle().shared().monitors().trap_exits(me, on);
+    }
+
+    fn scheduler(&self) -> Option<Handle> {
+        Some(self.handle().clone())
     }
 
     fn dead_letters(&self, to: Pid, messages: &mut VecDeque<Message>) {

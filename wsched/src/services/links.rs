@@ -122,6 +122,9 @@ impl Monitors {
         }
         self.set_used();
         self.add_link(me, other);
+        if !other.is_local() {
+            return self.link_remote(shared, me, other);
+        }
         let recorded = shared.live_cell(other).is_ok_and(|cell| {
             let mut shard = self.shard(other).lock();
             // The pass through `other`'s mailbox lock that orders this against its
@@ -143,6 +146,43 @@ impl Monitors {
         }
     }
 
+    /// Links the local `me` to the remote `other`: both sides recorded here (the
+    /// remote one in its stand-in entry), then `other`'s node is told, which links
+    /// there or signals back (see `remote.rs`).
+    fn link_remote(&self, shared: &Shared, me: Pid, other: Pid) {
+        let Some(nodes) = shared.remote() else {
+            let mut kills = Vec::new();
+            self.signal_link(shared, me, other, &ExitReason::NoConnection, &mut kills);
+            shared.stop_linked(kills);
+            return;
+        };
+        self.add_link(other, me);
+        nodes.link(shared, me, other);
+    }
+
+    /// A process `remote` of another node linked to the local `local`: recorded
+    /// here on both sides, or, if `local` is not live, its link signal goes back.
+    pub(crate) fn link_from_node(&self, shared: &Shared, local: Pid, remote: Pid) {
+        self.set_used();
+        self.add_link(remote, local);
+        let recorded = shared.live_cell(local).is_ok_and(|cell| {
+            let mut shard = self.shard(local).lock();
+            if cell.is_closing() {
+                return false;
+            }
+            let links = &mut shard.entry(local).or_default().links;
+            if !links.contains(&remote) {
+                links.push(remote);
+            }
+            true
+        });
+        if !recorded {
+            let mut kills = Vec::new();
+            self.signal_link(shared, remote, local, &ExitReason::NoSuchProcess, &mut kills);
+            shared.stop_linked(kills);
+        }
+    }
+
     /// Links `parent` (running) and `child` (spawned, not published yet, so it can
     /// neither run nor end before both sides are recorded).
     pub(crate) fn link_spawned(&self, parent: Pid, child: Pid) {
@@ -159,8 +199,20 @@ impl Monitors {
         }
     }
 
-    /// Removes the link between `me` and `other`, both ways.
-    pub(crate) fn unlink(&self, me: Pid, other: Pid) {
+    /// Removes the link between `me` and `other`, both ways (telling `other`'s
+    /// node if it is remote).
+    pub(crate) fn unlink(&self, shared: &Shared, me: Pid, other: Pid) {
+        self.unlink_here(me, other);
+        if !other.is_local() {
+            if let Some(nodes) = shared.remote() {
+                nodes.unlink(shared, me, other);
+            }
+        }
+    }
+
+    /// Removes the link between `me` and `other` from this scheduler's table, both
+    /// ways (the other node did, or will, remove its own).
+    pub(crate) fn unlink_here(&self, me: Pid, other: Pid) {
         self.remove_link(me, other);
         self.remove_link(other, me);
     }
@@ -221,6 +273,17 @@ impl Monitors {
             return;
         };
         entry.links.swap_remove(at);
+        if !to.is_local() {
+            // A stand-in: the signal crosses to `to`'s node, which applies it.
+            if entry.is_empty() {
+                shard.remove(&to);
+            }
+            drop(shard);
+            if let Some(nodes) = shared.remote() {
+                nodes.exit(shared, to, from, reason);
+            }
+            return;
+        }
         if entry.traps_exits {
             // Under the lock, as a monitor's `Down`: `unlink` either came first or
             // finds the message sent.

@@ -14,6 +14,7 @@
 //! | `timers.rs` | what the scheduler's timers carry: sleeps' completers, timed messages, calls' timeouts |
 //! | `in_flight.rs` | work in flight for yields (blocking jobs, async futures), so that a withdrawal, an end or a shutdown reaches it |
 //! | `inbox.rs` | inboxes: a mailbox with a PID for a thread outside the scheduler |
+//! | `remote.rs` | the seam to other nodes: what monitors, links, sends and stops do with a remote PID |
 
 pub(crate) mod calls;
 pub(crate) mod context;
@@ -22,5 +23,6 @@ pub(crate) mod inbox;
 pub(crate) mod links;
 pub(crate) mod monitors;
 pub(crate) mod names;
+pub(crate) mod remote;
 pub(crate) mod timed;
 pub(crate) mod timers;

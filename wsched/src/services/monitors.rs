@@ -226,14 +226,14 @@ impl Monitor {
     /// Stops the monitor. `true`: it was stopped before its `Down` was sent, and none
     /// will come; `false`: the `Down` had come already (see [`try_down`](Self::try_down)).
     pub fn demonitor(self) -> bool {
-        self.handle.shared().monitors().demonitor(self.reference)
+        self.handle.shared().monitors().demonitor(self.handle.shared(), self.reference)
     }
 }
 
 impl Drop for Monitor {
     fn drop(&mut self) {
         // A no-op once demonitored or fired.
-        self.handle.shared().monitors().demonitor(self.reference);
+        self.handle.shared().monitors().demonitor(self.handle.shared(), self.reference);
     }
 }
 
@@ -270,6 +270,23 @@ enum Watcher {
     Thread(Arc<DownSlot>),
     /// A call waiting on the target (see `calls.rs`): its death fails the call.
     Call(Arc<CallSlot>),
+    /// Another node of the cluster (its slot), for one of its monitors (its own
+    /// number for it): the `Down` crosses to it (see `remote.rs`).
+    Node { node: u16, id: u64 },
+}
+
+/// The bit that sets the ids of other nodes' monitors apart from this scheduler's
+/// own in a target's entry (ids count up from 1 and never get near it), so that a
+/// local `demonitor` never removes another node's monitor with the same number.
+const NODE_WATCH: u64 = 1 << 63;
+
+/// Where another node's slot sits in the id of its monitor here.
+const NODE_WATCH_SHIFT: u32 = 44;
+
+/// The id in this table of node `node`'s monitor `id`.
+fn node_watch_id(node: u16, id: u64) -> u64 {
+    debug_assert!(id < 1 << NODE_WATCH_SHIFT, "monitor ids stay far below 2^44");
+    NODE_WATCH | (u64::from(node) << NODE_WATCH_SHIFT) | (id & ((1 << NODE_WATCH_SHIFT) - 1))
 }
 
 /// One monitor, as its target's entry keeps it.
@@ -386,6 +403,9 @@ impl Monitors {
                 .watching
                 .push(reference);
         }
+        if !target.is_local() {
+            return self.monitor_remote(shared, reference, watcher);
+        }
         let recorded = shared.live_cell(target).is_ok_and(|cell| {
             let mut shard = self.shard(target).lock();
             // The pass through the target's mailbox lock that orders this against
@@ -400,29 +420,122 @@ impl Monitors {
             true
         });
         if !recorded {
-            if let Watcher::Process(pid) = watcher {
-                self.forget_watching(pid, reference);
-            }
-            let down = Down {
-                pid: target,
-                reason: ExitReason::NoSuchProcess,
-                monitor: reference,
-            };
-            deliver(shared, &watcher, down);
+            self.fire_unrecorded(shared, reference, &watcher, ExitReason::NoSuchProcess);
         }
         reference
     }
 
-    /// Stops the monitor `reference`; `true` if it had not fired.
-    pub(crate) fn demonitor(&self, reference: MonitorRef) -> bool {
+    /// Sends the `Down` of a monitor that could not be recorded, taking it back
+    /// from its watcher's entry.
+    fn fire_unrecorded(
+        &self,
+        shared: &Shared,
+        reference: MonitorRef,
+        watcher: &Watcher,
+        reason: ExitReason,
+    ) {
+        if let Watcher::Process(pid) = watcher {
+            self.forget_watching(*pid, reference);
+        }
+        let down = Down {
+            pid: reference.target,
+            reason,
+            monitor: reference,
+        };
+        deliver(shared, watcher, down);
+    }
+
+    /// A monitor on a process of another node: recorded in the process's stand-in
+    /// entry here, then its node is asked to report its end (see `remote.rs`).
+    fn monitor_remote(&self, shared: &Shared, reference: MonitorRef, watcher: Watcher) -> MonitorRef {
+        let Some(nodes) = shared.remote() else {
+            self.fire_unrecorded(shared, reference, &watcher, ExitReason::NoConnection);
+            return reference;
+        };
+        self.shard(reference.target)
+            .lock()
+            .entry(reference.target)
+            .or_default()
+            .watchers
+            .push(Watch {
+                id: reference.id,
+                watcher,
+            });
+        nodes.monitor(shared, reference);
+        reference
+    }
+
+    /// Node `node` monitors the local process `target` with its monitor `id`; if
+    /// `target` is not live, its `Down` goes back at once.
+    pub(crate) fn monitor_for_node(&self, shared: &Shared, target: Pid, node: u16, id: u64) {
+        self.set_used();
+        let watcher = Watcher::Node { node, id };
+        let reference = MonitorRef::new(node_watch_id(node, id), target);
+        let recorded = shared.live_cell(target).is_ok_and(|cell| {
+            let mut shard = self.shard(target).lock();
+            if cell.is_closing() {
+                return false;
+            }
+            shard.entry(target).or_default().watchers.push(Watch {
+                id: reference.id,
+                watcher: watcher.clone(),
+            });
+            true
+        });
+        if !recorded {
+            self.fire_unrecorded(shared, reference, &watcher, ExitReason::NoSuchProcess);
+        }
+    }
+
+    /// Node `node` removed its monitor `id` on the local process `target`.
+    pub(crate) fn demonitor_for_node(&self, target: Pid, node: u16, id: u64) {
+        self.remove_watch(MonitorRef::new(node_watch_id(node, id), target));
+    }
+
+    /// The remote process `reference.target` ended (its node said so, or the node
+    /// is down): the monitor's `Down`, once — unless it was removed meanwhile.
+    pub(crate) fn remote_down(&self, shared: &Shared, reference: MonitorRef, reason: ExitReason) {
+        if let Some(removed) = self.remove_watch(reference) {
+            self.fire_unrecorded(shared, reference, &removed.watcher, reason);
+        }
+    }
+
+    /// Node `node` is down (`reason`: no connection): every remote process of it
+    /// that anything here watches or links to ends, as far as this scheduler is
+    /// concerned, and its monitors on local processes are forgotten. Processes that
+    /// links stop are added to `kills`.
+    pub(crate) fn node_down(
+        &self,
+        shared: &Shared,
+        node: u16,
+        reason: &ExitReason,
+        kills: &mut Vec<CellRef>,
+    ) {
+        let mut stand_ins = Vec::new();
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock();
+            shard.retain(|pid, entry| {
+                if pid.node_slot() == node {
+                    stand_ins.push(*pid);
+                    return true;
+                }
+                entry
+                    .watchers
+                    .retain(|w| !matches!(w.watcher, Watcher::Node { node: n, .. } if n == node));
+                !entry.is_empty()
+            });
+        }
+        for pid in stand_ins {
+            self.process_ended(shared, pid, reason, kills);
+        }
+    }
+
+    /// Removes the monitor `reference` from its target's watchers; what it was.
+    fn remove_watch(&self, reference: MonitorRef) -> Option<Watch> {
         let removed = {
             let mut shard = self.shard(reference.target).lock();
-            let Some(entry) = shard.get_mut(&reference.target) else {
-                return false;
-            };
-            let Some(at) = entry.watchers.iter().position(|w| w.id == reference.id) else {
-                return false;
-            };
+            let entry = shard.get_mut(&reference.target)?;
+            let at = entry.watchers.iter().position(|w| w.id == reference.id)?;
             let removed = entry.watchers.swap_remove(at);
             if entry.is_empty() {
                 shard.remove(&reference.target);
@@ -431,6 +544,19 @@ impl Monitors {
         };
         if let Watcher::Process(pid) = removed.watcher {
             self.forget_watching(pid, reference);
+        }
+        Some(removed)
+    }
+
+    /// Stops the monitor `reference`; `true` if it had not fired.
+    pub(crate) fn demonitor(&self, shared: &Shared, reference: MonitorRef) -> bool {
+        if self.remove_watch(reference).is_none() {
+            return false;
+        }
+        if !reference.target.is_local() {
+            if let Some(nodes) = shared.remote() {
+                nodes.demonitor(shared, reference);
+            }
         }
         true
     }
@@ -460,7 +586,7 @@ impl Monitors {
                 .iter()
                 .filter_map(|watch| match watch.watcher {
                     Watcher::Process(watcher) => Some((watcher, MonitorRef::new(watch.id, pid))),
-                    Watcher::Thread(_) | Watcher::Call(_) => None,
+                    Watcher::Thread(_) | Watcher::Call(_) | Watcher::Node { .. } => None,
                 })
                 .collect();
             (
@@ -477,6 +603,11 @@ impl Monitors {
         // mailbox is closed); one removed meanwhile by `demonitor` is not sent.
         for reference in watching {
             self.forget_watcher(reference);
+            if !reference.target.is_local() {
+                if let Some(nodes) = shared.remote() {
+                    nodes.demonitor(shared, reference);
+                }
+            }
         }
         for (watcher, reference) in watchers {
             self.forget_watching(watcher, reference);
@@ -543,6 +674,11 @@ fn deliver(shared: &Shared, watcher: &Watcher, down: Down) {
         Watcher::Thread(slot) => slot.fill(down),
         Watcher::Call(slot) => {
             slot.answer(Answer::CalleeDied(down.reason));
+        }
+        Watcher::Node { node, id } => {
+            if let Some(nodes) = shared.remote() {
+                nodes.down(shared, *node, *id, down);
+            }
         }
     }
 }
