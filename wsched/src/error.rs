@@ -916,6 +916,9 @@ pub enum BuildError {
     },
     /// A worker or helper thread could not be started.
     Thread(std::io::Error),
+    /// Joining the cluster failed (the `cluster` feature).
+    #[cfg(feature = "cluster")]
+    Cluster(crate::cluster::ClusterError),
 }
 
 impl fmt::Display for BuildError {
@@ -930,6 +933,8 @@ impl fmt::Display for BuildError {
                 Short(command)
             ),
             Self::Thread(e) => write!(f, "could not start a scheduler thread: {e}"),
+            #[cfg(feature = "cluster")]
+            Self::Cluster(e) => write!(f, "could not join the cluster: {e}"),
         }
     }
 }

@@ -117,6 +117,46 @@ impl fmt::Debug for Pid {
     }
 }
 
+/// As its number, or — while a cluster encodes a message that crosses nodes (the
+/// `cluster` feature) — whole, with its node's name and incarnation, so that it
+/// names the same process on the other side.
+#[cfg(feature = "serde")]
+impl serde::Serialize for Pid {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[cfg(feature = "cluster")]
+        if let Some(text) = crate::cluster::pid_text(*self) {
+            return serializer.serialize_str(&text);
+        }
+        serializer.serialize_u64(self.as_u64())
+    }
+}
+
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for Pid {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Pid;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a PID: its number, or `node#incarnation/number`")
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Pid, E> {
+                std::num::NonZeroU64::new(n)
+                    .map(Pid)
+                    .ok_or_else(|| E::custom("PID numbers start at 1"))
+            }
+
+            #[cfg(feature = "cluster")]
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Pid, E> {
+                crate::cluster::pid_from_text(text).map_err(E::custom)
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -90,7 +90,12 @@ pub(crate) fn encode(codecs: &Codecs, me: &NodeId, payload: &Payload) -> Option<
 }
 
 /// Decodes a message's text with the codec named `codec`.
-pub(crate) fn decode(codecs: &Codecs, me: &NodeId, codec: &str, text: &str) -> Result<Payload, BoxError> {
+pub(crate) fn decode(
+    codecs: &Codecs,
+    me: &NodeId,
+    codec: &str,
+    text: &str,
+) -> Result<Payload, BoxError> {
     let codec = codecs
         .named(codec)
         .ok_or_else(|| format!("no codec named `{codec}` is registered on this node"))?;
@@ -103,7 +108,10 @@ mod tests {
 
     #[test]
     fn a_pid_is_written_whole_in_a_context_and_read_into_the_readers_view() {
-        let (a, b) = (NodeId::new("codec-a".into(), 1), NodeId::new("codec-b".into(), 2));
+        let (a, b) = (
+            NodeId::new("codec-a".into(), 1),
+            NodeId::new("codec-b".into(), 2),
+        );
         let mine = Pid::from_raw((2 << 32) | 5);
         let text = with_context(&a, || pid_text(mine)).unwrap();
         assert_eq!(text, format!("codec-a#1/{}", mine.as_u64()));

@@ -11,7 +11,7 @@ use std::thread;
 use parking_lot::Mutex;
 
 use crate::cluster::transport::{
-    Done, KvEntry, FrameSink, KeyValue, KvError, Revision, Transport, TransportError,
+    Done, FrameSink, KeyValue, KvEntry, KvError, Revision, Transport, TransportError,
 };
 
 /// A message broker in memory: every [`MemoryTransport`] made from one fabric
@@ -110,7 +110,9 @@ impl Transport for MemoryTransport {
     fn open(&self, node: &str, sink: Arc<dyn FrameSink>) -> Result<(), TransportError> {
         let mut me = self.node.lock();
         if me.is_some() {
-            return Err(TransportError::new("this transport is open already: make one per node"));
+            return Err(TransportError::new(
+                "this transport is open already: make one per node",
+            ));
         }
         let mut nodes = self.fabric.nodes.lock();
         if nodes.contains_key(node) {
@@ -185,7 +187,8 @@ impl KvState {
     fn write(&mut self, key: &str, value: Vec<u8>) -> Revision {
         self.last += 1;
         let revision = self.last;
-        self.entries.insert(key.to_owned(), KvEntry { value, revision });
+        self.entries
+            .insert(key.to_owned(), KvEntry { value, revision });
         revision
     }
 }
@@ -250,9 +253,15 @@ mod tests {
             rx.recv().unwrap()
         };
         let first = result(&|done| kv.create("k", b"1".to_vec(), done)).unwrap();
-        assert_eq!(result(&|done| kv.create("k", b"2".to_vec(), done)), Err(KvError::Conflict));
+        assert_eq!(
+            result(&|done| kv.create("k", b"2".to_vec(), done)),
+            Err(KvError::Conflict)
+        );
         let second = result(&|done| kv.update("k", b"3".to_vec(), first, done)).unwrap();
         assert!(second > first);
-        assert_eq!(result(&|done| kv.update("k", b"4".to_vec(), first, done)), Err(KvError::Conflict));
+        assert_eq!(
+            result(&|done| kv.update("k", b"4".to_vec(), first, done)),
+            Err(KvError::Conflict)
+        );
     }
 }

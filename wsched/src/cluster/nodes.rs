@@ -111,7 +111,10 @@ mod tests {
         assert_ne!(slot, 0);
         assert_eq!(slot_of(&again).unwrap(), slot);
         let next = slot_of(&second).unwrap();
-        assert_ne!(next, slot, "a new incarnation is a new slot: old PIDs stay old");
+        assert_ne!(
+            next, slot,
+            "a new incarnation is a new slot: old PIDs stay old"
+        );
         assert_eq!(node_of_slot(slot), Some(first));
         assert_eq!(node_of_slot(next), Some(second));
         assert_eq!(node_of_slot(0), None);

@@ -23,6 +23,10 @@ use crate::pid::{Pid, LOCAL_MASK};
 /// The format's version: a frame of another is refused.
 const VERSION: u8 = 1;
 
+/// The kind of a [`Body::Refused`] frame, which a receiver reads before anything
+/// else.
+pub(crate) const REFUSED: u8 = 2;
+
 /// The header of a frame.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Header {
@@ -49,6 +53,9 @@ pub(crate) enum Body {
     Announce,
     /// "Still here", on the ordered stream to one node.
     Heartbeat,
+    /// "This incarnation is leaving": declare it down now, without waiting for its
+    /// silence.
+    Leave,
     /// "Your incarnation `incarnation` is down to me": its frames are refused.
     Refused { incarnation: u64 },
     /// A message for `to`. `codec` names the codec its text is for.
@@ -100,19 +107,20 @@ pub(crate) enum Body {
         id: u64,
         entry: String,
         args: String,
-        link: Option<Pid>,
     },
     /// The answer to spawn request `id`: the new process, or why not.
-    Spawned { id: u64, result: Result<Pid, String> },
+    Spawned {
+        id: u64,
+        result: Result<Pid, String>,
+    },
 }
 
 /// How PIDs translate between the sender's view and the receiver's.
 pub(crate) struct PidView<'a> {
     /// This node.
     pub(crate) me: &'a NodeId,
-    /// The other node of the frame (its receiver when encoding, its sender when
-    /// decoding), and its slot here.
-    pub(crate) peer: &'a NodeId,
+    /// The slot here of the other node of the frame (its receiver when encoding,
+    /// its sender when decoding).
     pub(crate) peer_slot: u16,
 }
 
@@ -144,8 +152,11 @@ impl<'a> Writer<'a> {
     }
 
     fn str(&mut self, s: &str) {
-        self.bytes
-            .extend_from_slice(&u32::try_from(s.len()).expect("a frame's string fits in 4 GiB").to_le_bytes());
+        self.bytes.extend_from_slice(
+            &u32::try_from(s.len())
+                .expect("a frame's string fits in 4 GiB")
+                .to_le_bytes(),
+        );
         self.bytes.extend_from_slice(s.as_bytes());
     }
 
@@ -155,7 +166,10 @@ impl<'a> Writer<'a> {
     }
 
     fn pid(&mut self, pid: Pid) {
-        let view = self.view.as_ref().expect("a frame with PIDs has a receiver");
+        let view = self
+            .view
+            .as_ref()
+            .expect("a frame with PIDs has a receiver");
         let bits = pid.as_u64() & LOCAL_MASK;
         match pid.node_slot() {
             0 => {
@@ -228,7 +242,7 @@ pub(crate) fn encode(header: &Header, body: &Body, view: Option<PidView<'_>>) ->
     w.u64(header.to_incarnation);
     w.u64(header.seq);
     match body {
-        Body::Announce | Body::Heartbeat => {}
+        Body::Announce | Body::Heartbeat | Body::Leave => {}
         Body::Refused { incarnation } => w.u64(*incarnation),
         Body::Message {
             to,
@@ -290,16 +304,10 @@ pub(crate) fn encode(header: &Header, body: &Body, view: Option<PidView<'_>>) ->
                 Err(NoAnswer::NotEncodable) => w.u8(2),
             }
         }
-        Body::Spawn {
-            id,
-            entry,
-            args,
-            link,
-        } => {
+        Body::Spawn { id, entry, args } => {
             w.u64(*id);
             w.str(entry);
             w.str(args);
-            w.option_pid(*link);
         }
         Body::Spawned { id, result } => {
             w.u64(*id);
@@ -322,7 +330,7 @@ fn kind_of(body: &Body) -> u8 {
     match body {
         Body::Announce => 0,
         Body::Heartbeat => 1,
-        Body::Refused { .. } => 2,
+        Body::Refused { .. } => REFUSED,
         Body::Message { .. } => 3,
         Body::Monitor { .. } => 4,
         Body::Demonitor { .. } => 5,
@@ -335,6 +343,7 @@ fn kind_of(body: &Body) -> u8 {
         Body::Reply { .. } => 12,
         Body::Spawn { .. } => 13,
         Body::Spawned { .. } => 14,
+        Body::Leave => 15,
     }
 }
 
@@ -360,12 +369,15 @@ impl<'a> Reader<'a> {
     }
 
     fn u64(&mut self) -> Result<u64, Malformed> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("eight bytes")))
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("eight bytes"),
+        ))
     }
 
     fn str(&mut self) -> Result<&'a str, Malformed> {
         let len = u32::from_le_bytes(self.take(4)?.try_into().expect("four bytes"));
-        std::str::from_utf8(self.take(len as usize)?).map_err(|_| Malformed("a string is not UTF-8"))
+        std::str::from_utf8(self.take(len as usize)?)
+            .map_err(|_| Malformed("a string is not UTF-8"))
     }
 
     fn string(&mut self) -> Result<String, Malformed> {
@@ -387,7 +399,8 @@ impl<'a> Reader<'a> {
                 let slot = if &node == view.me {
                     0
                 } else {
-                    nodes::slot_of(&node).map_err(|_| Malformed("this process has met too many nodes"))?
+                    nodes::slot_of(&node)
+                        .map_err(|_| Malformed("this process has met too many nodes"))?
                 };
                 (slot, self.u64()?)
             }
@@ -463,7 +476,11 @@ pub(crate) fn decode_header(bytes: &[u8]) -> Result<(Header, u8, Reader<'_>), Ma
 }
 
 /// Reads a frame's body of kind `kind`, translating its PIDs through `view`.
-pub(crate) fn decode_body(kind: u8, mut r: Reader<'_>, view: &PidView<'_>) -> Result<Body, Malformed> {
+pub(crate) fn decode_body(
+    kind: u8,
+    mut r: Reader<'_>,
+    view: &PidView<'_>,
+) -> Result<Body, Malformed> {
     let body = match kind {
         0 => Body::Announce,
         1 => Body::Heartbeat,
@@ -528,7 +545,6 @@ pub(crate) fn decode_body(kind: u8, mut r: Reader<'_>, view: &PidView<'_>) -> Re
             id: r.u64()?,
             entry: r.string()?,
             args: r.string()?,
-            link: r.option_pid(view)?,
         },
         14 => {
             let id = r.u64()?;
@@ -539,6 +555,7 @@ pub(crate) fn decode_body(kind: u8, mut r: Reader<'_>, view: &PidView<'_>) -> Re
             };
             Body::Spawned { id, result }
         }
+        15 => Body::Leave,
         _ => return Err(Malformed("its kind is unknown")),
     };
     if !r.bytes.is_empty() {
@@ -564,14 +581,12 @@ mod tests {
             body,
             Some(PidView {
                 me: a,
-                peer: b,
                 peer_slot: b_at_a,
             }),
         );
         let (read, kind, r) = decode_header(&bytes).unwrap();
         let view = PidView {
             me: b,
-            peer: a,
             peer_slot: a_at_b,
         };
         (read, decode_body(kind, r, &view).unwrap())
@@ -621,7 +636,10 @@ mod tests {
 
     #[test]
     fn every_body_round_trips() {
-        let (a, b) = (NodeId::new("wire-d".into(), 1), NodeId::new("wire-e".into(), 1));
+        let (a, b) = (
+            NodeId::new("wire-d".into(), 1),
+            NodeId::new("wire-e".into(), 1),
+        );
         let b_slot = nodes::slot_of(&b).unwrap();
         let at_b = Pid::from_raw(2).with_node_slot(b_slot);
         let bodies = [
@@ -635,13 +653,22 @@ mod tests {
                 text: "7".into(),
                 signal: true,
             },
-            Body::Monitor { id: 1, target: at_b },
-            Body::Demonitor { id: 1, target: at_b },
+            Body::Monitor {
+                id: 1,
+                target: at_b,
+            },
+            Body::Demonitor {
+                id: 1,
+                target: at_b,
+            },
             Body::Link {
                 from: Pid::from_raw(1),
                 to: at_b,
             },
-            Body::Stop { to: at_b, kill: true },
+            Body::Stop {
+                to: at_b,
+                kill: true,
+            },
             Body::Reply {
                 id: 4,
                 answer: Err(NoAnswer::Dropped),
@@ -683,9 +710,11 @@ mod tests {
         let (_, kind, r) = decode_header(&bytes).unwrap();
         let view = PidView {
             me: &a,
-            peer: &a,
             peer_slot: 0,
         };
-        assert_eq!(decode_body(kind, r, &view), Err(Malformed("bytes follow its end")));
+        assert_eq!(
+            decode_body(kind, r, &view),
+            Err(Malformed("bytes follow its end"))
+        );
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::engine::cell::{CellRef, NewProcess, ThinCell};
+use crate::engine::handle::Handle;
 use crate::engine::held::MessageCount;
 use crate::engine::process::{IntoProcess, Message};
 use crate::engine::spawn_options::SpawnOptions;
@@ -15,7 +16,6 @@ use crate::error::{
     CancelError, RegisterError, SendError, SendNamedError, SpawnError, TimedSendError,
 };
 use crate::payload::{IntoPayloads, Payload};
-use crate::engine::handle::Handle;
 use crate::pid::Pid;
 use crate::time::timed_ref::Repeat;
 use crate::time::timed_ref::TimerRef;

@@ -94,6 +94,11 @@ pub enum DeadLetterReason {
     /// but a timer has no sender to give it to (also counted in
     /// [`Metrics::rejected_messages`](crate::Metrics::rejected_messages)).
     MailboxFull,
+    /// It came from a process on another node of a cluster (the `cluster` feature)
+    /// for a process here that had ended, never existed, or whose bounded mailbox
+    /// was full and rejects: the sender was told it was sent, as a remote send is
+    /// asynchronous.
+    FromAnotherNode,
 }
 
 impl fmt::Display for DeadLetterReason {
@@ -102,6 +107,9 @@ impl fmt::Display for DeadLetterReason {
             Self::ProcessEnded => "its process ended before reading it",
             Self::DroppedOldest => "its process's full mailbox dropped it for a newer message",
             Self::MailboxFull => "it fell due on its process's full mailbox, which rejects",
+            Self::FromAnotherNode => {
+                "it came from another node for a process that had ended, never existed, or was full"
+            }
         })
     }
 }

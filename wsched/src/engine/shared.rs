@@ -340,7 +340,8 @@ impl Shared {
             // the PID table (see `Pid`), so local sends pay nothing for it.
             None if !to.is_local() => {
                 let payload = message.take().expect("not delivered").payload;
-                return <Layers as Hooks>::send_remote(self, from, to, payload, signal).map(|()| None);
+                return <Layers as Hooks>::send_remote(self, from, to, payload, signal)
+                    .map(|()| None);
             }
             None if self.registry.issued(to) => SendErrorKind::Finished,
             None => SendErrorKind::NoSuchProcess,

@@ -27,6 +27,7 @@ pub struct Encoded {
 
 impl Encoded {
     /// An encoded value: `text`, made by the codec named `codec`.
+    #[cfg_attr(not(feature = "sim"), allow(dead_code))]
     pub fn new(codec: impl Into<String>, text: impl Into<String>, json: bool) -> Self {
         Self {
             codec: codec.into(),
@@ -35,7 +36,6 @@ impl Encoded {
         }
     }
 }
-
 
 // ---- codecs ------------------------------------------------------------------------
 
@@ -215,11 +215,16 @@ impl Codecs {
         self.by_type.get(&value.value_type_id()).map(|c| &**c)
     }
 
+    /// The codec of `T`, if one is registered.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn codec_for<T: Any>(&self) -> Option<&Codec> {
+        self.by_type.get(&TypeId::of::<T>()).map(|c| &**c)
+    }
+
     /// The codec named `name`.
     pub(crate) fn named(&self, name: &str) -> Option<&Codec> {
         self.by_name.get(name).map(|c| &**c)
     }
-
 }
 
 impl Codecs {
@@ -331,4 +336,3 @@ impl Codec {
         (self.decode)(text)
     }
 }
-

@@ -12,7 +12,6 @@
 //! The public face of all this — constructors of the codec table, saving, loading
 //! and replaying histories — is `sim/history/`.
 
-
 use std::cell::UnsafeCell;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;

@@ -71,6 +71,9 @@ pub struct Builder {
     /// Recorded histories: codecs, flight recorders (the `sim` feature).
     #[cfg(feature = "sim")]
     history: crate::observe::history::HistoryOptions,
+    /// The cluster to join once built (the `cluster` feature).
+    #[cfg(feature = "cluster")]
+    cluster: Option<crate::cluster::ClusterConfig>,
 }
 
 impl Builder {
@@ -99,7 +102,20 @@ impl Builder {
             history: crate::observe::history::HistoryOptions::new(
                 crate::command::builtin::standard_codecs(),
             ),
+            #[cfg(feature = "cluster")]
+            cluster: None,
         }
+    }
+
+    /// Joins a cluster once built (the `cluster` feature): the scheduler becomes
+    /// node `config`'s name, and PIDs of processes on other nodes work wherever a
+    /// PID does (see [`wsched::cluster`](crate::cluster)). `build` fails with
+    /// [`BuildError::Cluster`] if the transport or its key-value store cannot be
+    /// reached.
+    #[cfg(feature = "cluster")]
+    pub fn cluster(mut self, config: crate::cluster::ClusterConfig) -> Self {
+        self.cluster = Some(config);
+        self
     }
 
     /// Runs the timer service on `clock` (the loom models' stepping clock).
@@ -435,8 +451,10 @@ impl Builder {
     /// [`BuildError::NoWorkers`] for zero workers, [`BuildError::DuplicateHandler`]
     /// for two handlers of one command type, [`BuildError::Thread`] when a worker
     /// thread cannot be started.
-    pub fn build(self) -> Result<Scheduler, BuildError> {
+    pub fn build(mut self) -> Result<Scheduler, BuildError> {
         let thread_name = self.thread_name.clone();
+        #[cfg(feature = "cluster")]
+        let cluster = self.cluster.take();
         let (shared, locals) = self.shared()?;
         let mut threads = Vec::with_capacity(locals.len());
         for (index, local) in locals.into_iter().enumerate() {
@@ -459,6 +477,14 @@ impl Builder {
         if let Err(error) = Timing::start_detector(&shared, format!("{thread_name}-long-steps")) {
             drop(Scheduler::from_parts(shared, threads));
             return Err(BuildError::Thread(error));
+        }
+        #[cfg(feature = "cluster")]
+        if let Some(cluster) = cluster {
+            if let Err(error) = cluster.join(&shared) {
+                let scheduler = Scheduler::from_parts(shared, threads);
+                scheduler.shutdown(std::time::Duration::from_secs(1));
+                return Err(BuildError::Cluster(error));
+            }
         }
         Ok(Scheduler::from_parts(shared, threads))
     }

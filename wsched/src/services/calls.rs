@@ -166,6 +166,24 @@ impl<R> Reply<R> {
     }
 }
 
+#[cfg(feature = "cluster")]
+impl<Q, R> Request<Q, R> {
+    /// The request and its slot, the reply disarmed: the request is crossing to
+    /// another node, and the answer will come back into the slot from there.
+    pub(crate) fn into_parts(self) -> (Q, Option<Arc<CallSlot>>) {
+        let mut reply = self.reply;
+        (self.request, reply.slot.take())
+    }
+
+    /// A request from a caller on another node: the first answer goes to
+    /// `forward`.
+    pub(crate) fn forwarded(request: Q, forward: Box<dyn FnOnce(Answer) + Send>) -> Self {
+        let slot = Arc::new(CallSlot::new());
+        slot.inner.lock().state = SlotState::Forward(forward);
+        Self::new(request, slot)
+    }
+}
+
 impl<R> Drop for Reply<R> {
     /// Answers "no reply", whatever thread drops it. Dropped while a worker unwinds
     /// (a step panicking, most likely its callee's), the answer waits until the
@@ -536,6 +554,10 @@ enum SlotState {
     Answered(Answer),
     /// The caller gave up or collected its answer: later answers are dropped.
     Closed,
+    /// The caller is on another node: the first answer goes there (see
+    /// `cluster/calls.rs`).
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    Forward(Box<dyn FnOnce(Answer) + Send>),
 }
 
 struct Inner {
@@ -581,6 +603,16 @@ impl CallSlot {
             return Err(answer);
         }
         let mut inner = self.inner.lock();
+        if matches!(inner.state, SlotState::Forward(_)) {
+            let SlotState::Forward(forward) =
+                std::mem::replace(&mut inner.state, SlotState::Closed)
+            else {
+                unreachable!("matched Forward")
+            };
+            drop(inner);
+            forward(answer);
+            return Ok(());
+        }
         let takes = matches!(
             (&inner.state, &answer),
             (SlotState::Waiting | SlotState::Process(_), _)
@@ -654,7 +686,9 @@ impl CallSlot {
         match std::mem::replace(&mut self.inner.lock().state, SlotState::Closed) {
             SlotState::Answered(answer) => Some(answer),
             SlotState::Waiting | SlotState::Closed => None,
-            SlotState::Process(_) => unreachable!("a thread's call has no waiting process"),
+            SlotState::Process(_) | SlotState::Forward(_) => {
+                unreachable!("a thread's call has no waiting process and is not forwarded")
+            }
         }
     }
 
@@ -670,7 +704,7 @@ impl CallSlot {
                 drop(inner);
                 waiter.complete(callee, answer);
             }
-            SlotState::Closed | SlotState::Process(_) => {
+            SlotState::Closed | SlotState::Process(_) | SlotState::Forward(_) => {
                 unreachable!("only the caller's handler closes the slot or waits on it")
             }
         }
@@ -699,7 +733,10 @@ impl CallSlot {
         match old {
             SlotState::Process(waiter) => {
                 let handle = waiter.completer.handle().clone();
-                handle.shared().monitors().demonitor(handle.shared(), waiter.monitor);
+                handle
+                    .shared()
+                    .monitors()
+                    .demonitor(handle.shared(), waiter.monitor);
                 waiter.completer.release();
             }
             other => drop_quietly(other),

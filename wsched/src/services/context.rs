@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use crate::engine::cell::{Header, NewProcess};
 use crate::engine::context::{Backend, MonitorRef};
+use crate::engine::handle::Handle;
 use crate::engine::held::MessageCount;
 use crate::engine::process::Message;
 use crate::error::{
     CancelError, RegisterError, SendError, SendNamedError, SpawnError, TimedSendError,
 };
 use crate::payload::Payload;
-use crate::engine::handle::Handle;
 use crate::pid::Pid;
 use crate::services::timed;
 use crate::time::timed_ref::{Repeat, TimerRef};
@@ -80,7 +80,10 @@ impl Backend for Header {
     }
 
     fn demonitor(&self, monitor: MonitorRef) -> bool {
-        self.handle().shared().monitors().demonitor(self.handle().shared(), monitor)
+        self.handle()
+            .shared()
+            .monitors()
+            .demonitor(self.handle().shared(), monitor)
     }
 
     fn link(&self, me: Pid, other: Pid) {
@@ -89,7 +92,10 @@ impl Backend for Header {
     }
 
     fn unlink(&self, me: Pid, other: Pid) {
-        self.handle().shared().monitors().unlink(self.handle().shared(), me, other);
+        self.handle()
+            .shared()
+            .monitors()
+            .unlink(self.handle().shared(), me, other);
     }
 
     fn trap_exits(&self, me: Pid, on: bool) {

@@ -178,7 +178,13 @@ impl Monitors {
         });
         if !recorded {
             let mut kills = Vec::new();
-            self.signal_link(shared, remote, local, &ExitReason::NoSuchProcess, &mut kills);
+            self.signal_link(
+                shared,
+                remote,
+                local,
+                &ExitReason::NoSuchProcess,
+                &mut kills,
+            );
             shared.stop_linked(kills);
         }
     }
@@ -256,7 +262,7 @@ impl Monitors {
     /// `from` ended (or does not exist) with `reason`: signals `to` if they were
     /// still linked (removing the link on `to`'s side). A process to stop is pushed to
     /// `kills`; see the module docs.
-    pub(super) fn signal_link(
+    pub(crate) fn signal_link(
         &self,
         shared: &Shared,
         to: Pid,

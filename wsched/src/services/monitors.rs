@@ -226,14 +226,20 @@ impl Monitor {
     /// Stops the monitor. `true`: it was stopped before its `Down` was sent, and none
     /// will come; `false`: the `Down` had come already (see [`try_down`](Self::try_down)).
     pub fn demonitor(self) -> bool {
-        self.handle.shared().monitors().demonitor(self.handle.shared(), self.reference)
+        self.handle
+            .shared()
+            .monitors()
+            .demonitor(self.handle.shared(), self.reference)
     }
 }
 
 impl Drop for Monitor {
     fn drop(&mut self) {
         // A no-op once demonitored or fired.
-        self.handle.shared().monitors().demonitor(self.handle.shared(), self.reference);
+        self.handle
+            .shared()
+            .monitors()
+            .demonitor(self.handle.shared(), self.reference);
     }
 }
 
@@ -272,7 +278,10 @@ enum Watcher {
     Call(Arc<CallSlot>),
     /// Another node of the cluster (its slot), for one of its monitors (its own
     /// number for it): the `Down` crosses to it (see `remote.rs`).
-    Node { node: u16, id: u64 },
+    Node {
+        node: u16,
+        id: u64,
+    },
 }
 
 /// The bit that sets the ids of other nodes' monitors apart from this scheduler's
@@ -285,7 +294,10 @@ const NODE_WATCH_SHIFT: u32 = 44;
 
 /// The id in this table of node `node`'s monitor `id`.
 fn node_watch_id(node: u16, id: u64) -> u64 {
-    debug_assert!(id < 1 << NODE_WATCH_SHIFT, "monitor ids stay far below 2^44");
+    debug_assert!(
+        id < 1 << NODE_WATCH_SHIFT,
+        "monitor ids stay far below 2^44"
+    );
     NODE_WATCH | (u64::from(node) << NODE_WATCH_SHIFT) | (id & ((1 << NODE_WATCH_SHIFT) - 1))
 }
 
@@ -447,7 +459,12 @@ impl Monitors {
 
     /// A monitor on a process of another node: recorded in the process's stand-in
     /// entry here, then its node is asked to report its end (see `remote.rs`).
-    fn monitor_remote(&self, shared: &Shared, reference: MonitorRef, watcher: Watcher) -> MonitorRef {
+    fn monitor_remote(
+        &self,
+        shared: &Shared,
+        reference: MonitorRef,
+        watcher: Watcher,
+    ) -> MonitorRef {
         let Some(nodes) = shared.remote() else {
             self.fire_unrecorded(shared, reference, &watcher, ExitReason::NoConnection);
             return reference;

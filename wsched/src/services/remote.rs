@@ -62,6 +62,9 @@ pub(crate) trait RemoteNodes: Send + Sync + 'static {
 
     /// The scheduler is shutting down: leave the cluster.
     fn close(&self, shared: &Shared);
+
+    /// Itself, for the cluster layer to find its own type again.
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync>;
 }
 
 /// The cluster, once one is joined: set once, when the scheduler is built.
@@ -84,6 +87,12 @@ impl Remote {
     pub(crate) fn get(&self) -> Option<&dyn RemoteNodes> {
         self.nodes.get().map(|nodes| &**nodes)
     }
+
+    /// The cluster as the cluster layer's own type.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn any(&self) -> Option<Arc<dyn std::any::Any + Send + Sync>> {
+        self.nodes.get().map(|nodes| nodes.clone().as_any())
+    }
 }
 
 impl Shared {
@@ -105,6 +114,16 @@ impl Shared {
             Some(nodes) => nodes.send(self, from, to, payload, signal),
             None => Err(SendError::new(to, SendErrorKind::NoConnection, payload)),
         }
+    }
+
+    /// A message from another node could not be delivered here: a dead letter.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn dead_letter_from_node(&self, to: Pid, from: Option<Pid>, payload: Payload) {
+        self.dead_letters.one(
+            to,
+            crate::engine::process::Message { from, payload },
+            crate::engine::dead_letters::DeadLetterReason::FromAnotherNode,
+        );
     }
 
     /// Cancels or kills a remote process (see `Hooks::stop_remote`).

@@ -43,7 +43,10 @@ fn demonitor_racing_the_end_either_stops_the_down_or_finds_it_sent() {
         let monitor = s.monitor(pid);
         let handle = s.handle();
         let demonitoring = loom::thread::spawn(move || {
-            let stopped = handle.shared().monitors().demonitor(handle.shared(), monitor.reference());
+            let stopped = handle
+                .shared()
+                .monitors()
+                .demonitor(handle.shared(), monitor.reference());
             // Not stopped: the Down must be there already, not on its way.
             assert_eq!(stopped, monitor.try_down().is_none());
             (stopped, monitor)
