@@ -28,6 +28,7 @@ pub(crate) const GENERATION_BITS: u32 = 20;
 
 /// Bits of a PID's number that name its node (see [`Pid`]): 0 is this scheduler's
 /// own; others index the process-wide table of nodes met in a cluster.
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
 pub(crate) const NODE_BITS: u32 = 12;
 
 /// Where the node bits start.
@@ -73,6 +74,7 @@ impl Pid {
     /// This PID's place and generation with node slot `slot`: how a PID is
     /// translated between nodes.
     #[inline]
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     pub(crate) fn with_node_slot(self, slot: u16) -> Pid {
         Pid::from_raw((self.0.get() & LOCAL_MASK) | (u64::from(slot) << NODE_SHIFT))
     }

@@ -28,15 +28,22 @@ use crate::payload::Payload;
 use crate::pid::Pid;
 use crate::services::calls::{Answer, CallSlot, Request};
 
+/// Splits a `Request<Q, R>` into its slot and its request's codec text.
+type SplitFn = fn(Payload, &Codecs, &NodeId) -> Result<(Option<Arc<CallSlot>>, String), Payload>;
+
+/// Rebuilds a request from its text, with a forwarding reply.
+type BuildFn =
+    fn(&Codecs, &NodeId, &str, Box<dyn FnOnce(Answer) + Send>) -> Result<Payload, BoxError>;
+
 /// How a registered request type crosses.
 #[derive(Clone)]
 pub(crate) struct CallType {
     /// The name it crosses under: its request's and answer's codec names.
     pub(crate) name: String,
     /// Splits a `Request<Q, R>` into its slot and its request's codec text.
-    split: fn(Payload, &Codecs, &NodeId) -> Result<(Option<Arc<CallSlot>>, String), Payload>,
+    split: SplitFn,
     /// Rebuilds the request from its text, with a forwarding reply.
-    build: fn(&Codecs, &NodeId, &str, Box<dyn FnOnce(Answer) + Send>) -> Result<Payload, BoxError>,
+    build: BuildFn,
 }
 
 impl CallType {

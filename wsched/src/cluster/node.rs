@@ -145,6 +145,7 @@ impl NamesHeld {
 impl Node {
     /// Joins: takes an incarnation from the store, opens the transport, announces
     /// itself and starts the failure detector.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn join(
         shared: &Arc<Shared>,
         name: &str,
@@ -734,7 +735,7 @@ fn detect(node: &Weak<Node>) {
                 node.declare_down(&peer.id, NodeDownReason::Silent);
                 continue;
             }
-            if round % 4 == 0 {
+            if round.is_multiple_of(4) {
                 *peer.ping_sent.lock() = Some((round, Instant::now()));
             }
             node.send_to(&peer, &Body::Heartbeat);

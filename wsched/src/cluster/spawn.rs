@@ -25,6 +25,9 @@ use crate::pid::Pid;
 /// Spawns one registered entry from its arguments' text.
 type SpawnFn = dyn Fn(&Arc<Shared>, &NodeId, &str) -> Result<Pid, String> + Send + Sync;
 
+/// Where the answer to one spawn goes, and the node asked.
+type Waiting = (NodeId, mpsc::Sender<Result<Pid, RemoteSpawnError>>);
+
 /// The key an entry is registered and asked for under.
 pub(crate) fn entry_key<P, A>(entry: Entry<P, A>) -> String {
     format!(
@@ -38,7 +41,7 @@ pub(crate) fn entry_key<P, A>(entry: Entry<P, A>) -> String {
 #[derive(Default)]
 pub(crate) struct Spawns {
     entries: HashMap<String, Arc<SpawnFn>>,
-    waiting: Mutex<HashMap<u64, (NodeId, mpsc::Sender<Result<Pid, RemoteSpawnError>>)>>,
+    waiting: Mutex<HashMap<u64, Waiting>>,
 }
 
 impl Spawns {

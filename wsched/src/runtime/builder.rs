@@ -451,6 +451,7 @@ impl Builder {
     /// [`BuildError::NoWorkers`] for zero workers, [`BuildError::DuplicateHandler`]
     /// for two handlers of one command type, [`BuildError::Thread`] when a worker
     /// thread cannot be started.
+    #[cfg_attr(not(feature = "cluster"), allow(unused_mut))]
     pub fn build(mut self) -> Result<Scheduler, BuildError> {
         let thread_name = self.thread_name.clone();
         #[cfg(feature = "cluster")]

@@ -162,6 +162,7 @@ impl Monitors {
 
     /// A process `remote` of another node linked to the local `local`: recorded
     /// here on both sides, or, if `local` is not live, its link signal goes back.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     pub(crate) fn link_from_node(&self, shared: &Shared, local: Pid, remote: Pid) {
         self.set_used();
         self.add_link(remote, local);
@@ -426,7 +427,7 @@ mod tests {
             (monitors.links_of(x), monitors.links_of(y)),
             (vec![y], vec![x])
         );
-        monitors.unlink(y, x);
+        monitors.unlink_here(y, x);
         assert_eq!(
             (monitors.links_of(x), monitors.links_of(y)),
             (vec![], vec![])

@@ -278,6 +278,7 @@ enum Watcher {
     Call(Arc<CallSlot>),
     /// Another node of the cluster (its slot), for one of its monitors (its own
     /// number for it): the `Down` crosses to it (see `remote.rs`).
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     Node {
         node: u16,
         id: u64,
@@ -287,12 +288,15 @@ enum Watcher {
 /// The bit that sets the ids of other nodes' monitors apart from this scheduler's
 /// own in a target's entry (ids count up from 1 and never get near it), so that a
 /// local `demonitor` never removes another node's monitor with the same number.
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
 const NODE_WATCH: u64 = 1 << 63;
 
 /// Where another node's slot sits in the id of its monitor here.
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
 const NODE_WATCH_SHIFT: u32 = 44;
 
 /// The id in this table of node `node`'s monitor `id`.
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
 fn node_watch_id(node: u16, id: u64) -> u64 {
     debug_assert!(
         id < 1 << NODE_WATCH_SHIFT,
@@ -484,6 +488,7 @@ impl Monitors {
 
     /// Node `node` monitors the local process `target` with its monitor `id`; if
     /// `target` is not live, its `Down` goes back at once.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     pub(crate) fn monitor_for_node(&self, shared: &Shared, target: Pid, node: u16, id: u64) {
         self.set_used();
         let watcher = Watcher::Node { node, id };
@@ -505,12 +510,14 @@ impl Monitors {
     }
 
     /// Node `node` removed its monitor `id` on the local process `target`.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     pub(crate) fn demonitor_for_node(&self, target: Pid, node: u16, id: u64) {
         self.remove_watch(MonitorRef::new(node_watch_id(node, id), target));
     }
 
     /// The remote process `reference.target` ended (its node said so, or the node
     /// is down): the monitor's `Down`, once — unless it was removed meanwhile.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     pub(crate) fn remote_down(&self, shared: &Shared, reference: MonitorRef, reason: ExitReason) {
         if let Some(removed) = self.remove_watch(reference) {
             self.fire_unrecorded(shared, reference, &removed.watcher, reason);
@@ -521,6 +528,7 @@ impl Monitors {
     /// that anything here watches or links to ends, as far as this scheduler is
     /// concerned, and its monitors on local processes are forgotten. Processes that
     /// links stop are added to `kills`.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     pub(crate) fn node_down(
         &self,
         shared: &Shared,
