@@ -58,6 +58,8 @@ mod calls;
 mod codec;
 mod memory;
 mod names;
+#[cfg(feature = "nats")]
+mod nats;
 mod node;
 pub(crate) mod nodes;
 mod spawn;
@@ -83,6 +85,8 @@ use crate::services::remote::RemoteNodes;
 
 pub use memory::{MemoryFabric, MemoryTransport};
 pub use names::NameError;
+#[cfg(feature = "nats")]
+pub use nats::{NatsOptions, NatsTransport};
 pub use nodes::NodeId;
 pub use transport::{
     Done, FrameSink, KeyValue, KvEntry, KvError, Revision, Transport, TransportError,
