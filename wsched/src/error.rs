@@ -916,9 +916,9 @@ pub enum BuildError {
     },
     /// A worker or helper thread could not be started.
     Thread(std::io::Error),
-    /// Joining the cluster failed (the `cluster` feature).
-    #[cfg(feature = "cluster")]
-    Cluster(crate::cluster::ClusterError),
+    /// Joining what the builder was told to join once built failed: a cluster
+    /// (the `cluster` feature; the error is a `wsched::cluster::ClusterError`).
+    Join(Box<dyn Error + Send + Sync>),
 }
 
 impl fmt::Display for BuildError {
@@ -933,8 +933,7 @@ impl fmt::Display for BuildError {
                 Short(command)
             ),
             Self::Thread(e) => write!(f, "could not start a scheduler thread: {e}"),
-            #[cfg(feature = "cluster")]
-            Self::Cluster(e) => write!(f, "could not join the cluster: {e}"),
+            Self::Join(e) => write!(f, "could not join: {e}"),
         }
     }
 }

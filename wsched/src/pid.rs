@@ -37,6 +37,23 @@ pub(crate) const NODE_SHIFT: u32 = 32 + GENERATION_BITS;
 /// The largest generation a place reaches before it is retired.
 pub(crate) const MAX_GENERATION: u32 = (1 << GENERATION_BITS) - 1;
 
+/// What the layer that reaches other nodes (the cluster) tells this file about
+/// remote PIDs: set once, when a scheduler first joins a cluster, so that the
+/// crate root needs nothing from the layers above it.
+pub(crate) struct RemotePids {
+    /// The name of the node of slot `slot`, if it has one.
+    pub(crate) node_name: fn(u16) -> Option<std::sync::Arc<str>>,
+    /// A PID written whole, if a cluster is encoding on this thread.
+    #[cfg_attr(not(feature = "serde"), allow(dead_code))]
+    pub(crate) to_text: fn(Pid) -> Option<String>,
+    /// A PID read back from its whole form.
+    #[cfg_attr(not(feature = "serde"), allow(dead_code))]
+    pub(crate) from_text: fn(&str) -> Result<Pid, crate::error::BoxError>,
+}
+
+/// See [`RemotePids`].
+pub(crate) static REMOTE_PIDS: std::sync::OnceLock<RemotePids> = std::sync::OnceLock::new();
+
 /// The bits of a PID's number that say where on its node it lives.
 pub(crate) const LOCAL_MASK: u64 = (1 << NODE_SHIFT) - 1;
 
@@ -92,13 +109,10 @@ impl Pid {
         }
         match self.node_slot() {
             0 => Ok(()),
-            #[cfg(feature = "cluster")]
-            slot => match crate::cluster::nodes::node_of_slot(slot) {
-                Some(node) => write!(f, "@{}", node.name()),
+            slot => match REMOTE_PIDS.get().and_then(|hooks| (hooks.node_name)(slot)) {
+                Some(name) => write!(f, "@{name}"),
                 None => write!(f, "@node{slot}"),
             },
-            #[cfg(not(feature = "cluster"))]
-            slot => write!(f, "@node{slot}"),
         }
     }
 }
@@ -125,8 +139,7 @@ impl fmt::Debug for Pid {
 #[cfg(feature = "serde")]
 impl serde::Serialize for Pid {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        #[cfg(feature = "cluster")]
-        if let Some(text) = crate::cluster::pid_text(*self) {
+        if let Some(text) = REMOTE_PIDS.get().and_then(|hooks| (hooks.to_text)(*self)) {
             return serializer.serialize_str(&text);
         }
         serializer.serialize_u64(self.as_u64())
@@ -150,9 +163,13 @@ impl<'de> serde::Deserialize<'de> for Pid {
                     .ok_or_else(|| E::custom("PID numbers start at 1"))
             }
 
-            #[cfg(feature = "cluster")]
             fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Pid, E> {
-                crate::cluster::pid_from_text(text).map_err(E::custom)
+                match REMOTE_PIDS.get() {
+                    Some(hooks) => (hooks.from_text)(text).map_err(E::custom),
+                    None => Err(E::custom(
+                        "a PID of another node, and this process is in no cluster",
+                    )),
+                }
             }
         }
         deserializer.deserialize_any(Visitor)

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use nats_server::NatsServer;
 use parking_lot::{Condvar, Mutex};
-use wsched::cluster::{Done, KvEntry, FrameSink, KvError, NatsOptions, NatsTransport, Transport};
+use wsched::cluster::{Done, FrameSink, KvEntry, KvError, NatsOptions, NatsTransport, Transport};
 
 const PATIENCE: Duration = Duration::from_secs(20);
 

@@ -2,7 +2,7 @@
 //! monitors, links, cluster-wide names and spawns, and node failure as Erlang
 //! reports it.
 //!
-//! May use: `runtime`, `services`, `observe`, `engine`, the crate root.
+//! May use: `macro_support`, `runtime`, `services`, `observe`, `engine`, the crate root.
 //!
 //! A scheduler joins a cluster when it is built with a [`ClusterConfig`] (a node
 //! name and a [`Transport`]: [`MemoryFabric`] in one process, `NatsTransport` with
@@ -53,6 +53,7 @@
 //! | `spawn.rs` | spawning on another node by typed entry |
 //! | `store.rs` | incarnations and names in the key-value store |
 //! | `names.rs` | cluster-wide names |
+//! | `nats.rs` | the NATS transport (the `nats` feature) |
 
 mod calls;
 mod codec;
@@ -94,7 +95,29 @@ pub use transport::{
 
 use node::{Node, Timing};
 
-pub(crate) use codec::{pid_from_text, pid_text};
+/// Tells the crate root how remote PIDs print and cross (see `pid.rs`).
+fn install_remote_pids() {
+    let _ = crate::pid::REMOTE_PIDS.set(crate::pid::RemotePids {
+        node_name: |slot| nodes::node_of_slot(slot).map(|node| node.name_arc().clone()),
+        to_text: codec::pid_text,
+        from_text: codec::pid_from_text,
+    });
+}
+
+impl crate::Builder {
+    /// Joins a cluster once built (the `cluster` feature): the scheduler becomes
+    /// node `config`'s name, and PIDs of processes on other nodes work wherever a
+    /// PID does (see [`wsched::cluster`](crate::cluster)). `build` fails with
+    /// [`BuildError::Join`](crate::BuildError::Join) if the transport or its
+    /// key-value store cannot be reached.
+    pub fn cluster(self, config: ClusterConfig) -> Self {
+        self.on_build(Box::new(move |shared| {
+            config
+                .join(shared)
+                .map_err(|e| Box::new(e) as Box<dyn Error + Send + Sync>)
+        }))
+    }
+}
 
 /// How a scheduler joins a cluster: its node name, its transport, and what may
 /// cross. Given to [`Builder::cluster`](crate::Builder::cluster).
@@ -220,6 +243,7 @@ impl ClusterConfig {
     }
 
     pub(crate) fn join(self, shared: &Arc<Shared>) -> Result<(), ClusterError> {
+        install_remote_pids();
         if self.name.is_empty() || self.name.contains(['.', ' ', '*', '>', '#', '/']) {
             return Err(ClusterError::BadName(self.name));
         }

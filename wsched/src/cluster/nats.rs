@@ -36,7 +36,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::transport::{
-    Done, KvEntry, FrameSink, KeyValue, KvError, Revision, Transport, TransportError,
+    Done, FrameSink, KeyValue, KvEntry, KvError, Revision, Transport, TransportError,
 };
 
 /// The name of the runtime's thread (and of its blocking threads, which resolve

@@ -200,6 +200,34 @@ pub(crate) fn registrations(
 /// commands that carry plain values, `Sleep` (its duration in nanoseconds) and
 /// `Join` (the PID as a number).
 #[cfg(any(feature = "sim", feature = "cluster"))]
+impl crate::observe::codecs::Codecs {
+    /// The standard codecs: `()`, `bool`, the integers, `char`, `String`,
+    /// `&'static str` (decoded into a leaked string: meant for tests), [`Pid`](crate::Pid),
+    /// [`Duration`](std::time::Duration), and the built-in commands
+    /// [`Sleep`](crate::command::Sleep) and [`Join`](crate::command::Join). What
+    /// [`Builder::history_codecs`](crate::Builder::history_codecs) defaults to.
+    ///
+    /// ```
+    /// use wsched::Codecs;
+    ///
+    /// let codecs = Codecs::new();
+    /// assert!(codecs.has::<String>() && codecs.has::<wsched::command::Sleep>());
+    /// assert_eq!(codecs.name_of::<u32>(), Some("u32"));
+    /// ```
+    pub fn new() -> Self {
+        crate::command::builtin::standard_codecs()
+    }
+}
+
+#[cfg(any(feature = "sim", feature = "cluster"))]
+impl Default for crate::observe::codecs::Codecs {
+    /// [`Codecs::new`]: the standard codecs.
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(any(feature = "sim", feature = "cluster"))]
 pub(crate) fn standard_codecs() -> crate::observe::codecs::Codecs {
     let mut codecs = crate::observe::codecs::Codecs::standard();
     codecs.insert::<Sleep>(

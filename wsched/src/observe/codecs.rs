@@ -228,23 +228,6 @@ impl Codecs {
 }
 
 impl Codecs {
-    /// The standard codecs: `()`, `bool`, the integers, `char`, `String`,
-    /// `&'static str` (decoded into a leaked string: meant for tests), [`Pid`](crate::Pid),
-    /// [`Duration`](std::time::Duration), and the built-in commands
-    /// [`Sleep`](crate::command::Sleep) and [`Join`](crate::command::Join). What
-    /// [`Builder::history_codecs`](crate::Builder::history_codecs) defaults to.
-    ///
-    /// ```
-    /// use wsched::Codecs;
-    ///
-    /// let codecs = Codecs::new();
-    /// assert!(codecs.has::<String>() && codecs.has::<wsched::command::Sleep>());
-    /// assert_eq!(codecs.name_of::<u32>(), Some("u32"));
-    /// ```
-    pub fn new() -> Self {
-        crate::command::builtin::standard_codecs()
-    }
-
     /// Registers a codec for `T` under the stable name `name`: `encode` makes any
     /// text of a value, `decode` reads it back. A later codec for the same type
     /// replaces the earlier one. Returns `self`, to chain registrations.
@@ -311,13 +294,6 @@ impl Codecs {
             |value| serde_json::to_string(value).ok(),
             |text| Ok(serde_json::from_str::<T>(text)?),
         )
-    }
-}
-
-impl Default for Codecs {
-    /// [`Codecs::new`]: the standard codecs.
-    fn default() -> Self {
-        Self::new()
     }
 }
 

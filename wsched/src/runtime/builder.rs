@@ -71,10 +71,14 @@ pub struct Builder {
     /// Recorded histories: codecs, flight recorders (the `sim` feature).
     #[cfg(feature = "sim")]
     history: crate::observe::history::HistoryOptions,
-    /// The cluster to join once built (the `cluster` feature).
-    #[cfg(feature = "cluster")]
-    cluster: Option<crate::cluster::ClusterConfig>,
+    /// What layers above this one do with the scheduler once it is built (the
+    /// cluster joins), in order; a failure unwinds the build.
+    on_build: Vec<OnBuild>,
 }
+
+/// See [`Builder::on_build`].
+pub(crate) type OnBuild =
+    Box<dyn FnOnce(&Arc<Shared>) -> Result<(), Box<dyn std::error::Error + Send + Sync>> + Send>;
 
 impl Builder {
     pub(crate) fn new() -> Self {
@@ -102,19 +106,16 @@ impl Builder {
             history: crate::observe::history::HistoryOptions::new(
                 crate::command::builtin::standard_codecs(),
             ),
-            #[cfg(feature = "cluster")]
-            cluster: None,
+            on_build: Vec::new(),
         }
     }
 
-    /// Joins a cluster once built (the `cluster` feature): the scheduler becomes
-    /// node `config`'s name, and PIDs of processes on other nodes work wherever a
-    /// PID does (see [`wsched::cluster`](crate::cluster)). `build` fails with
-    /// [`BuildError::Cluster`] if the transport or its key-value store cannot be
-    /// reached.
-    #[cfg(feature = "cluster")]
-    pub fn cluster(mut self, config: crate::cluster::ClusterConfig) -> Self {
-        self.cluster = Some(config);
+    /// Runs `then` on the scheduler once it is built: the seam through which a
+    /// layer above (the cluster) joins it. A failure shuts the scheduler down and
+    /// fails the build with [`BuildError::Join`].
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn on_build(mut self, then: OnBuild) -> Self {
+        self.on_build.push(then);
         self
     }
 
@@ -451,11 +452,9 @@ impl Builder {
     /// [`BuildError::NoWorkers`] for zero workers, [`BuildError::DuplicateHandler`]
     /// for two handlers of one command type, [`BuildError::Thread`] when a worker
     /// thread cannot be started.
-    #[cfg_attr(not(feature = "cluster"), allow(unused_mut))]
     pub fn build(mut self) -> Result<Scheduler, BuildError> {
         let thread_name = self.thread_name.clone();
-        #[cfg(feature = "cluster")]
-        let cluster = self.cluster.take();
+        let on_build = std::mem::take(&mut self.on_build);
         let (shared, locals) = self.shared()?;
         let mut threads = Vec::with_capacity(locals.len());
         for (index, local) in locals.into_iter().enumerate() {
@@ -479,12 +478,11 @@ impl Builder {
             drop(Scheduler::from_parts(shared, threads));
             return Err(BuildError::Thread(error));
         }
-        #[cfg(feature = "cluster")]
-        if let Some(cluster) = cluster {
-            if let Err(error) = cluster.join(&shared) {
+        for then in on_build {
+            if let Err(error) = then(&shared) {
                 let scheduler = Scheduler::from_parts(shared, threads);
-                scheduler.shutdown(std::time::Duration::from_secs(1));
-                return Err(BuildError::Cluster(error));
+                scheduler.shutdown(Duration::from_secs(1));
+                return Err(BuildError::Join(error));
             }
         }
         Ok(Scheduler::from_parts(shared, threads))
