@@ -88,6 +88,28 @@ impl Pid {
         (self.0.get() >> NODE_SHIFT) as u16
     }
 
+    /// Why a remote PID cannot be reached when its node is not up: a PID of a node
+    /// this process has met names a process that may still live there (no
+    /// connection); any other (made up, or of no cluster) names no process.
+    pub(crate) fn unreachable_kind(self) -> crate::error::SendErrorKind {
+        let known = REMOTE_PIDS
+            .get()
+            .is_some_and(|hooks| (hooks.node_name)(self.node_slot()).is_some());
+        if known {
+            crate::error::SendErrorKind::NoConnection
+        } else {
+            crate::error::SendErrorKind::NoSuchProcess
+        }
+    }
+
+    /// [`unreachable_kind`](Self::unreachable_kind) as a monitor's or link's reason.
+    pub(crate) fn unreachable_reason(self) -> crate::exit::ExitReason {
+        match self.unreachable_kind() {
+            crate::error::SendErrorKind::NoConnection => crate::exit::ExitReason::NoConnection,
+            _ => crate::exit::ExitReason::NoSuchProcess,
+        }
+    }
+
     /// This PID's place and generation with node slot `slot`: how a PID is
     /// translated between nodes.
     #[inline]

@@ -753,7 +753,7 @@ impl RemoteNodes for Node {
         signal: bool,
     ) -> Result<(), SendError> {
         let Some(peer) = self.peer_of(to) else {
-            return Err(SendError::new(to, SendErrorKind::NoConnection, payload));
+            return Err(SendError::new(to, to.unreachable_kind(), payload));
         };
         let payload = match super::calls::outgoing(self, &peer, from, to, payload) {
             Ok(sent) => return sent,
@@ -780,7 +780,7 @@ impl RemoteNodes for Node {
         if self.send_to_node_of(pid, &Body::Stop { to: pid, kill }) {
             Ok(())
         } else {
-            Err(CancelError::new(pid, SendErrorKind::NoConnection))
+            Err(CancelError::new(pid, pid.unreachable_kind()))
         }
     }
 
@@ -790,9 +790,8 @@ impl RemoteNodes for Node {
             target: reference.target,
         };
         if !self.send_to_node_of(reference.target, &body) {
-            shared
-                .monitors()
-                .remote_down(shared, reference, ExitReason::NoConnection);
+            let reason = reference.target.unreachable_reason();
+            shared.monitors().remote_down(shared, reference, reason);
         }
     }
 
@@ -813,9 +812,13 @@ impl RemoteNodes for Node {
             },
         ) {
             let mut kills = Vec::new();
-            shared
-                .monitors()
-                .signal_link(shared, me, other, &ExitReason::NoConnection, &mut kills);
+            shared.monitors().signal_link(
+                shared,
+                me,
+                other,
+                &other.unreachable_reason(),
+                &mut kills,
+            );
             shared.stop_linked(kills);
         }
     }

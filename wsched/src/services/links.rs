@@ -152,7 +152,7 @@ impl Monitors {
     fn link_remote(&self, shared: &Shared, me: Pid, other: Pid) {
         let Some(nodes) = shared.remote() else {
             let mut kills = Vec::new();
-            self.signal_link(shared, me, other, &ExitReason::NoConnection, &mut kills);
+            self.signal_link(shared, me, other, &other.unreachable_reason(), &mut kills);
             shared.stop_linked(kills);
             return;
         };

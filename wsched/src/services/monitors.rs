@@ -470,7 +470,8 @@ impl Monitors {
         watcher: Watcher,
     ) -> MonitorRef {
         let Some(nodes) = shared.remote() else {
-            self.fire_unrecorded(shared, reference, &watcher, ExitReason::NoConnection);
+            let reason = reference.target.unreachable_reason();
+            self.fire_unrecorded(shared, reference, &watcher, reason);
             return reference;
         };
         self.shard(reference.target)

@@ -10,12 +10,13 @@
 //! `Monitors::signal_link`, `Monitors::node_down`). Without a cluster, a remote PID
 //! cannot be reached: sends fail with
 //! [`SendErrorKind::NoConnection`](crate::SendErrorKind::NoConnection), monitors and
-//! links fire at once with [`ExitReason::NoConnection`].
+//! links fire at once with [`ExitReason::NoConnection`] — or, for a PID of a node
+//! never met (made up), with "no such process".
 
 use std::sync::{Arc, OnceLock};
 
 use crate::engine::shared::Shared;
-use crate::error::{CancelError, SendError, SendErrorKind};
+use crate::error::{CancelError, SendError};
 use crate::exit::ExitReason;
 use crate::payload::Payload;
 use crate::pid::Pid;
@@ -112,7 +113,7 @@ impl Shared {
     ) -> Result<(), SendError> {
         match self.remote() {
             Some(nodes) => nodes.send(self, from, to, payload, signal),
-            None => Err(SendError::new(to, SendErrorKind::NoConnection, payload)),
+            None => Err(SendError::new(to, to.unreachable_kind(), payload)),
         }
     }
 
@@ -130,7 +131,7 @@ impl Shared {
     pub(crate) fn stop_on_node(&self, pid: Pid, kill: bool) -> Result<(), CancelError> {
         match self.remote() {
             Some(nodes) => nodes.stop(self, pid, kill),
-            None => Err(CancelError::new(pid, SendErrorKind::NoConnection)),
+            None => Err(CancelError::new(pid, pid.unreachable_kind())),
         }
     }
 }
