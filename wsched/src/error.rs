@@ -266,6 +266,9 @@ pub enum SpawnError {
     /// given a capacity of 0, which no message could ever enter. The process was not
     /// started (`init` did not run).
     ZeroMailboxCapacity,
+    /// Spawning on another node of a cluster failed (the `cluster` feature: a
+    /// supervisor's remote child, say); the text says why.
+    Remote(String),
 }
 
 impl fmt::Display for SpawnError {
@@ -281,6 +284,7 @@ impl fmt::Display for SpawnError {
                  give `SpawnOptions::bounded_mailbox` a capacity >= 1, or leave the mailbox \
                  unbounded",
             ),
+            Self::Remote(why) => write!(f, "cannot spawn on another node: {why}"),
         }
     }
 }

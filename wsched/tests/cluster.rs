@@ -369,7 +369,9 @@ fn a_restarted_node_is_a_new_incarnation_and_its_old_pids_stay_dead() {
     assert_eq!(second.incarnation(), first.incarnation() + 1);
     // `a` may hear the new incarnation before the old one's leaving: either way the
     // old one is down once the new one is up.
-    until("a sees the new incarnation", || cluster(&a).nodes() == vec![second.clone()]);
+    until("a sees the new incarnation", || {
+        cluster(&a).nodes() == vec![second.clone()]
+    });
     let error = a.send(old, Pong(1)).unwrap_err();
     assert_eq!(
         error.kind(),
@@ -420,6 +422,103 @@ fn a_process_is_spawned_on_another_node_by_typed_entry() {
         .spawn_on("b", Counter::COUNT, (1, echo), PATIENCE)
         .unwrap_err();
     assert!(refused.to_string().contains("does not offer"), "{refused}");
+    a.shutdown(PATIENCE);
+    b.shutdown(PATIENCE);
+}
+
+/// Finds a cluster-wide name and registers itself under another, through the
+/// cluster's commands (no blocking in a step); then spawns an `Echo` on node `b`
+/// and asks it to double `n`.
+struct Seeker;
+
+#[process]
+impl Seeker {
+    #[entry]
+    fn seek(&mut self, name: String, n: u64) -> Result<(Option<Pid>, u64), BoxError> {
+        let found = yield_cmd!(wsched::cluster::WhereIs::new(name))??;
+        yield_cmd!(wsched::cluster::RegisterName::new("seeker", this::pid()))??;
+        let echo = yield_cmd!(wsched::cluster::SpawnOn::new("b", Echo::SERVE, ()))??;
+        let doubled: u64 = call!(echo, n, timeout = PATIENCE)?;
+        Ok((found, doubled))
+    }
+}
+
+#[test]
+fn a_process_uses_names_and_spawns_through_commands_without_blocking_a_worker() {
+    let (_fabric, a, b) = two_nodes();
+    let echo = b.spawn_detached(Echo, Echo::SERVE, ()).unwrap();
+    cluster(&b).register("echo-8", echo).unwrap();
+    let seeker = a
+        .spawn(Seeker, Seeker::SEEK, ("echo-8".to_owned(), 21))
+        .unwrap();
+    let (found, doubled) = a
+        .wait_timeout(seeker, PATIENCE)
+        .unwrap()
+        .downcast::<(Option<Pid>, u64)>()
+        .unwrap();
+    assert_eq!(found, cluster(&a).whereis("echo-8").unwrap());
+    assert!(found.is_some_and(|p| !p.is_local()));
+    assert_eq!(doubled, 42);
+    a.shutdown(PATIENCE);
+    b.shutdown(PATIENCE);
+}
+
+#[test]
+fn metrics_and_the_process_listing_show_the_cluster() {
+    let (_fabric, a, b) = two_nodes();
+    let echo = b.spawn_detached(Echo, Echo::SERVE, ()).unwrap();
+    let echo_at_a = across(&b, &a, echo, "echo-9");
+    let watcher = a.inbox().unwrap();
+    watcher.link(echo_at_a);
+    let _monitor = watcher.monitor(echo_at_a);
+    let _: u64 = a.call(echo_at_a, 1_u64, PATIENCE).unwrap();
+    let metrics = a.metrics().cluster.expect("a is in a cluster");
+    assert_eq!(metrics.node, "a");
+    let peer = metrics.peers.iter().find(|p| p.node == "b").expect("b is up");
+    assert!(peer.messages_out >= 3, "the link, the monitor and the call: {peer:?}");
+    assert!(peer.messages_in >= 1 && peer.bytes_in > 0, "{peer:?}");
+    let info = a
+        .processes()
+        .into_iter()
+        .find(|p| p.pid == watcher.pid())
+        .expect("the inbox is listed");
+    assert_eq!(info.remote_links, vec![echo_at_a]);
+    assert_eq!(info.remote_monitors, vec![echo_at_a]);
+    a.shutdown(PATIENCE);
+    b.shutdown(PATIENCE);
+}
+
+#[test]
+fn a_timed_message_reaches_a_remote_process() {
+    let (_fabric, a, b) = two_nodes();
+    let inbox = b.inbox().unwrap();
+    let inbox_at_a = across(&b, &a, inbox.pid(), "inbox-10");
+    a.send_after(inbox_at_a, Pong(3), Duration::from_millis(10)).unwrap();
+    assert_eq!(inbox.recv::<Pong>(PATIENCE).unwrap(), Pong(3));
+    a.shutdown(PATIENCE);
+    b.shutdown(PATIENCE);
+}
+
+#[test]
+fn a_supervisor_restarts_its_child_on_another_node() {
+    use wsched::supervisor::{Strategy, Supervisor};
+    let (_fabric, a, b) = two_nodes();
+    let sup = Supervisor::new(Strategy::OneForOne)
+        .intensity(10, PATIENCE)
+        .child(wsched::cluster::remote_child("echo", "b", Echo::SERVE, ()));
+    let view = sup.handle();
+    a.spawn_detached(sup, Supervisor::ENTRY, ()).unwrap();
+    let first = view.wait_for(PATIENCE, |children| children[0].pid).unwrap();
+    assert!(!first.is_local(), "the child runs on b: {first}");
+    // It fails there; the link brings the failure back and it is restarted on b.
+    a.send(first, Ping { n: 0, reply_to: first }).unwrap();
+    let second = view
+        .wait_for(PATIENCE, |children| children[0].pid.filter(|p| *p != first))
+        .unwrap();
+    assert!(!second.is_local());
+    let doubled: u64 = a.call(second, 2_u64, PATIENCE).unwrap();
+    assert_eq!(doubled, 4);
+    assert_eq!(view.restarts(), 1);
     a.shutdown(PATIENCE);
     b.shutdown(PATIENCE);
 }

@@ -53,10 +53,12 @@
 //! | `spawn.rs` | spawning on another node by typed entry |
 //! | `store.rs` | incarnations and names in the key-value store |
 //! | `names.rs` | cluster-wide names |
+//! | `commands.rs` | names and spawns from processes, as commands; supervisors' remote children |
 //! | `nats.rs` | the NATS transport (the `nats` feature) |
 
 mod calls;
 mod codec;
+mod commands;
 mod memory;
 mod names;
 #[cfg(feature = "nats")]
@@ -84,6 +86,8 @@ use crate::payload::IntoPayloads;
 use crate::pid::Pid;
 use crate::services::remote::RemoteNodes;
 
+pub use crate::observe::metrics::{ClusterMetrics, PeerMetrics};
+pub use commands::{remote_child, RegisterName, SpawnOn, WhereIs};
 pub use memory::{MemoryFabric, MemoryTransport};
 pub use names::NameError;
 #[cfg(feature = "nats")]
@@ -110,11 +114,18 @@ impl crate::Builder {
     /// PID does (see [`wsched::cluster`](crate::cluster)). `build` fails with
     /// [`BuildError::Join`](crate::BuildError::Join) if the transport or its
     /// key-value store cannot be reached.
+    ///
+    /// Also registers the handlers of the cluster's commands ([`RegisterName`],
+    /// [`WhereIs`], [`SpawnOn`]), on the blocking pool.
     pub fn cluster(self, config: ClusterConfig) -> Self {
-        self.on_build(Box::new(move |shared| {
-            config
+        let slot = commands::NodeSlot::default();
+        let builder = commands::register(self, &slot);
+        builder.on_build(Box::new(move |shared| {
+            let node = config
                 .join(shared)
-                .map_err(|e| Box::new(e) as Box<dyn Error + Send + Sync>)
+                .map_err(|e| Box::new(e) as Box<dyn Error + Send + Sync>)?;
+            let _ = slot.set(Arc::downgrade(&node));
+            Ok(())
         }))
     }
 }
@@ -242,7 +253,7 @@ impl ClusterConfig {
         self
     }
 
-    pub(crate) fn join(self, shared: &Arc<Shared>) -> Result<(), ClusterError> {
+    pub(crate) fn join(self, shared: &Arc<Shared>) -> Result<Arc<Node>, ClusterError> {
         install_remote_pids();
         if self.name.is_empty() || self.name.contains(['.', ' ', '*', '>', '#', '/']) {
             return Err(ClusterError::BadName(self.name));
@@ -266,8 +277,8 @@ impl ClusterConfig {
         )?;
         shared
             .part::<crate::services::remote::Remote>()
-            .set(node as Arc<dyn RemoteNodes>);
-        Ok(())
+            .set(node.clone() as Arc<dyn RemoteNodes>);
+        Ok(node)
     }
 }
 
@@ -345,12 +356,7 @@ impl Cluster {
     /// Per peer: messages and bytes in and out, round trip, last heard; and the
     /// frames queued in the transport.
     pub fn metrics(&self) -> ClusterMetrics {
-        ClusterMetrics {
-            me: self.node.me(),
-            peers: self.node.metrics(),
-            queued_frames: self.node.queued_frames(),
-            undecodable: self.node.undecodable(),
-        }
+        self.node.cluster_metrics()
     }
 
     /// Registers `pid` under the cluster-wide `name`: exactly one process in the
@@ -488,41 +494,6 @@ impl fmt::Display for NodeDownReason {
             Self::NotUp => "it was not up",
         })
     }
-}
-
-/// One peer, as [`Cluster::metrics`] reports it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct PeerMetrics {
-    /// The peer.
-    pub node: NodeId,
-    /// Frames sent to it (heartbeats not counted), and their bytes (counted).
-    pub messages_out: u64,
-    /// Bytes sent to it, heartbeats included.
-    pub bytes_out: u64,
-    /// Frames received from it (heartbeats not counted).
-    pub messages_in: u64,
-    /// Bytes received from it, heartbeats included.
-    pub bytes_in: u64,
-    /// The latest measured round trip of a heartbeat, if any yet.
-    pub round_trip: Option<Duration>,
-    /// How long ago a frame from it arrived.
-    pub last_heard: Duration,
-}
-
-/// A node's cluster metrics (see [`Cluster::metrics`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ClusterMetrics {
-    /// This node.
-    pub me: NodeId,
-    /// Its peers that are up.
-    pub peers: Vec<PeerMetrics>,
-    /// Frames handed to the transport and not yet to the broker.
-    pub queued_frames: usize,
-    /// Messages from other nodes that could not be decoded here (no codec, or bad
-    /// text), dropped.
-    pub undecodable: u64,
 }
 
 /// Joining a cluster failed (see [`Builder::cluster`](crate::Builder::cluster)).

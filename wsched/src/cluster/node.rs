@@ -32,7 +32,7 @@ use crate::cluster::codec;
 use crate::cluster::nodes::{self, NodeId};
 use crate::cluster::transport::{FrameSink, Transport};
 use crate::cluster::wire::{self, Body, Header, PidView};
-use crate::cluster::{ClusterError, NodeDownReason, NodeEvent, PeerMetrics};
+use crate::cluster::{ClusterError, ClusterMetrics, NodeDownReason, NodeEvent, PeerMetrics};
 use crate::engine::shared::Shared;
 use crate::error::{CancelError, SendError, SendErrorKind};
 use crate::exit::ExitReason;
@@ -41,6 +41,15 @@ use crate::payload::Payload;
 use crate::pid::Pid;
 use crate::services::monitors::{Down, MonitorRef};
 use crate::services::remote::RemoteNodes;
+
+/// A cluster event for `tracing` subscribers (the `tracing` feature; nothing
+/// without it), under the target `wsched::cluster`.
+macro_rules! cluster_event {
+    ($level:ident, $($arg:tt)*) => {
+        #[cfg(feature = "tracing")]
+        tracing::$level!(target: "wsched::cluster", $($arg)*);
+    };
+}
 
 /// How a node is tuned (see [`ClusterConfig`](super::ClusterConfig)).
 #[derive(Clone, Copy, Debug)]
@@ -244,7 +253,8 @@ impl Node {
             .read()
             .values()
             .map(|p| PeerMetrics {
-                node: p.id.clone(),
+                node: p.id.name().to_owned(),
+                incarnation: p.id.incarnation(),
                 messages_out: p.messages_out.load(Ordering::Relaxed),
                 bytes_out: p.bytes_out.load(Ordering::Relaxed),
                 messages_in: p.messages_in.load(Ordering::Relaxed),
@@ -262,12 +272,15 @@ impl Node {
         list
     }
 
-    pub(crate) fn queued_frames(&self) -> usize {
-        self.transport.queued()
-    }
-
-    pub(crate) fn undecodable(&self) -> u64 {
-        self.undecodable.load(Ordering::Relaxed)
+    pub(crate) fn cluster_metrics(&self) -> ClusterMetrics {
+        let me = self.me();
+        ClusterMetrics {
+            node: me.name().to_owned(),
+            incarnation: me.incarnation(),
+            peers: self.metrics(),
+            queued_frames: self.transport.queued(),
+            undecodable: self.undecodable.load(Ordering::Relaxed),
+        }
     }
 
     pub(crate) fn names_held(&self) -> &NamesHeld {
@@ -391,6 +404,7 @@ impl Node {
             peers.insert(id.name_arc().clone(), peer.clone());
             self.by_slot.write().insert(slot, peer.clone());
         }
+        cluster_event!(info, node = %id, me = %self.me(), "node up");
         // A first frame on the stream, so the peer learns of this node at once.
         self.send_to(&peer, &Body::Heartbeat);
         self.tell_watchers(&NodeEvent::Up(id.clone()));
@@ -410,6 +424,7 @@ impl Node {
                 _ => return,
             }
         };
+        cluster_event!(warn, node = %id, me = %self.me(), reason = %reason, "node down");
         if reason != NodeDownReason::Refused {
             // Refused for ever. Not when this node is the one renewing: the peer
             // is fine, and meets the new incarnation as it is.
@@ -492,6 +507,7 @@ impl Node {
         if self.renewing.swap(true, Ordering::AcqRel) {
             return;
         }
+        cluster_event!(warn, me = %self.me(), "refused by a peer: taking a new incarnation");
         let peers: Vec<NodeId> = self.peers.read().values().map(|p| p.id.clone()).collect();
         for id in peers {
             self.declare_down(&id, NodeDownReason::Refused);
@@ -553,6 +569,7 @@ impl Node {
         if header.seq != 0 {
             let mut received = peer.received.lock();
             if header.seq != *received + 1 {
+                cluster_event!(warn, node = %peer.id, expected = *received + 1, got = header.seq, "frames lost");
                 drop(received);
                 self.declare_down(&peer.id, NodeDownReason::LostFrames);
                 self.refuse(&peer.id);
@@ -864,6 +881,10 @@ impl RemoteNodes for Node {
 
     fn close(&self, _shared: &Shared) {
         self.leave();
+    }
+
+    fn metrics(&self) -> ClusterMetrics {
+        self.cluster_metrics()
     }
 
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {

@@ -142,6 +142,51 @@ pub struct Metrics {
     /// ([`wsched::io::udp`](crate::io::udp)) that the user did not replace.
     #[cfg(feature = "tokio")]
     pub async_handlers: Vec<AsyncHandlerMetrics>,
+    /// The scheduler's node in its cluster, if it joined one (the `cluster`
+    /// feature): per peer, messages and bytes in and out, round trip, last heard.
+    #[cfg(feature = "cluster")]
+    pub cluster: Option<ClusterMetrics>,
+}
+
+/// One peer node, as [`ClusterMetrics`] reports it (the `cluster` feature).
+#[cfg(feature = "cluster")]
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PeerMetrics {
+    /// The peer's name.
+    pub node: String,
+    /// Its incarnation.
+    pub incarnation: u64,
+    /// Frames sent to it (heartbeats not counted).
+    pub messages_out: u64,
+    /// Bytes sent to it, heartbeats included.
+    pub bytes_out: u64,
+    /// Frames received from it (heartbeats not counted).
+    pub messages_in: u64,
+    /// Bytes received from it, heartbeats included.
+    pub bytes_in: u64,
+    /// The latest measured round trip of a heartbeat, if any yet.
+    pub round_trip: Option<Duration>,
+    /// How long ago a frame from it arrived.
+    pub last_heard: Duration,
+}
+
+/// A node's cluster metrics ([`Metrics::cluster`], `wsched::cluster::Cluster::metrics`).
+#[cfg(feature = "cluster")]
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClusterMetrics {
+    /// This node's name.
+    pub node: String,
+    /// Its incarnation.
+    pub incarnation: u64,
+    /// Its peers that are up, by name.
+    pub peers: Vec<PeerMetrics>,
+    /// Frames handed to the transport and not yet to the broker.
+    pub queued_frames: usize,
+    /// Messages from other nodes that could not be decoded here (no codec, or bad
+    /// text), dropped.
+    pub undecodable: u64,
 }
 
 /// What one async handler has done, in [`Metrics::async_handlers`](crate::Metrics).
@@ -235,6 +280,11 @@ pub struct ProcessInfo {
     /// bounded one ([`SpawnOptions::bounded_mailbox`](crate::SpawnOptions::bounded_mailbox));
     /// `None`: unbounded.
     pub bounded_mailbox: Option<MailboxInfo>,
+    /// The processes on other nodes of a cluster it is linked to (the `cluster`
+    /// feature; empty otherwise).
+    pub remote_links: Vec<Pid>,
+    /// The processes on other nodes of a cluster it monitors.
+    pub remote_monitors: Vec<Pid>,
 }
 
 impl ProcessInfo {

@@ -234,6 +234,8 @@ mod tests {
             time_in_state: Duration::ZERO,
             busy: busy.map(Duration::from_micros),
             bounded_mailbox: None,
+            remote_links: Vec::new(),
+            remote_monitors: Vec::new(),
         }
     }
 

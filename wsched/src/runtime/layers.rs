@@ -193,6 +193,8 @@ impl Shared {
             aborted_work: self.in_flight().aborted(),
             #[cfg(feature = "tokio")]
             async_handlers: self.io().metrics(),
+            #[cfg(feature = "cluster")]
+            cluster: self.remote().map(|nodes| nodes.metrics()),
         }
     }
 
@@ -202,6 +204,11 @@ impl Shared {
             .into_iter()
             .filter(|cell| !cell.is_done())
             .map(|cell| {
+                let (remote_links, remote_monitors) = if self.monitors().used() {
+                    self.monitors().remote_ties(cell.pid())
+                } else {
+                    (Vec::new(), Vec::new())
+                };
                 let mut waiting_messages = cell.waiting_messages();
                 self.held.add_to(cell.pid(), &mut waiting_messages);
                 ProcessInfo {
@@ -217,6 +224,8 @@ impl Shared {
                     time_in_state: self.clock.since(cell.changed_at()),
                     busy: self.timing().map(|t| t.busy(cell.busy_ticks())),
                     bounded_mailbox: cell.mailbox_info(),
+                    remote_links,
+                    remote_monitors,
                 }
             })
             .collect();

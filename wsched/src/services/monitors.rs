@@ -556,6 +556,28 @@ impl Monitors {
         }
     }
 
+    /// The processes of other nodes that `pid` is linked to, and those it monitors
+    /// (for the process listing).
+    pub(crate) fn remote_ties(&self, pid: Pid) -> (Vec<Pid>, Vec<Pid>) {
+        let shard = self.shard(pid).lock();
+        let Some(entry) = shard.get(&pid) else {
+            return (Vec::new(), Vec::new());
+        };
+        let links = entry
+            .links
+            .iter()
+            .copied()
+            .filter(|p| !p.is_local())
+            .collect();
+        let monitors = entry
+            .watching
+            .iter()
+            .map(|r| r.target)
+            .filter(|p| !p.is_local())
+            .collect();
+        (links, monitors)
+    }
+
     /// Removes the monitor `reference` from its target's watchers; what it was.
     fn remove_watch(&self, reference: MonitorRef) -> Option<Watch> {
         let removed = {

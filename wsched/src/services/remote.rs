@@ -64,6 +64,10 @@ pub(crate) trait RemoteNodes: Send + Sync + 'static {
     /// The scheduler is shutting down: leave the cluster.
     fn close(&self, shared: &Shared);
 
+    /// The node's metrics, for [`Metrics`](crate::Metrics).
+    #[cfg(feature = "cluster")]
+    fn metrics(&self) -> crate::observe::metrics::ClusterMetrics;
+
     /// Itself, for the cluster layer to find its own type again.
     fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync>;
 }

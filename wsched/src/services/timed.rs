@@ -81,8 +81,12 @@ pub(crate) fn arm(
     repeat: Repeat,
 ) -> Result<TimerRef, TimedSendError> {
     let shared = handle.shared();
-    if let Err(kind) = shared.live_cell(to) {
-        return Err(TimedSendError::new(to, kind, repeat.into_payload()));
+    // A remote target is checked when the message falls due: its node answers
+    // only then (see `remote.rs`).
+    if to.is_local() {
+        if let Err(kind) = shared.live_cell(to) {
+            return Err(TimedSendError::new(to, kind, repeat.into_payload()));
+        }
     }
     let timers = shared.timers();
     let state = TimedState::new();

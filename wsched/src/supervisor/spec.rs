@@ -192,6 +192,28 @@ impl ChildSpec {
         }
     }
 
+    /// A worker child started by `start` (given the supervisor's context and the
+    /// child's spawn options), which must spawn it and link it to the supervisor:
+    /// the seam through which the cluster starts children on other nodes
+    /// (`wsched::cluster::remote_child`).
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn with_start(
+        id: impl Into<String>,
+        entry: &str,
+        start: impl FnMut(&Context, SpawnOptions) -> Result<Pid, SpawnError> + Send + 'static,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            entry: entry.to_owned(),
+            start: Box::new(Mutex::new(start)),
+            restart: Restart::Permanent,
+            shutdown: Self::DEFAULT_SHUTDOWN,
+            kind: ChildKind::Worker,
+            options: SpawnOptions::new(),
+            nested: None,
+        }
+    }
+
     /// A child that is itself a supervisor, built by `factory` at every start: trees
     /// nest this way. Its shutdown timeout is [`Duration::MAX`] (wait until it has
     /// stopped its own children) unless set.
