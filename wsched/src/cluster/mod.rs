@@ -2,7 +2,7 @@
 //! monitors, links, cluster-wide names and spawns, and node failure as Erlang
 //! reports it.
 //!
-//! May use: `macro_support`, `runtime`, `services`, `observe`, `engine`, the crate root.
+//! May use: `macro_support`, `supervisor`, `runtime`, `services`, `observe`, `engine`, the crate root.
 //!
 //! A scheduler joins a cluster when it is built with a [`ClusterConfig`] (a node
 //! name and a [`Transport`]: [`MemoryFabric`] in one process, `NatsTransport` with
