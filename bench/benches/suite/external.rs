@@ -25,9 +25,6 @@ use std::time::Duration;
 
 use crate::harness::{check, Measured, RunResult, Variant};
 
-/// How to install what is missing (also `bench/tools/install-peers.sh`).
-pub const INSTALL: &str = "apt-get install erlang-base golang-go, or bench/tools/install-peers.sh";
-
 /// `bench/`, where the scripts are.
 fn bench_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -70,10 +67,10 @@ impl Tools {
 
     /// Prints (stderr) which tools are missing, for the workloads that use them.
     pub fn announce(&self) {
-        for tool in [&self.escript, &self.go] {
+        for (rows, tool) in [("Erlang", &self.escript), ("Go", &self.go)] {
             if let Err(why) = tool {
                 if why != "--no-peers" {
-                    eprintln!("SKIPPED: {why}; the Erlang and Go rows need both tools ({INSTALL})");
+                    eprintln!("SKIPPED: the {rows} rows: {why}");
                 }
             }
         }

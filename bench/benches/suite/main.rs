@@ -1,5 +1,6 @@
 //! The side-by-side benchmark suite (issue 8): every workload for wsched and for its
-//! fairest tokio (or crossbeam-deque) equivalent, on the same number of workers,
+//! fairest tokio (or crossbeam-deque) equivalent, and where they have one for the
+//! actor frameworks ractor and kameo, Erlang and Go, on the same number of workers,
 //! interleaved, with every result checked. See `BENCHMARKS.md` at the repository root.
 //!
 //! ```text

@@ -4,8 +4,9 @@
 //! Each measurement runs in a fresh child process (this bench binary re-executed
 //! with `--child-memory FORM N`), so memory freed by earlier workloads and kept by the
 //! allocator cannot hide the growth. The child builds the runtime and a
-//! `Vec::with_capacity(n)` of handles first (8 bytes each on every side: a `Pid` or an
-//! `UnboundedSender`), reads `VmRSS`, spawns the `n` idle processes from outside,
+//! `Vec::with_capacity(n)` of handles first (8 bytes each: a `Pid`, an
+//! `UnboundedSender` or a ractor `ActorRef`; a kameo `ActorRef` is 24), reads `VmRSS`,
+//! spawns the `n` idle processes (actors) from outside,
 //! waits until every one has started and is waiting, reads `VmRSS` again; then sends
 //! each one its index, checks that all of them received (count and sum) and shuts
 //! down.
