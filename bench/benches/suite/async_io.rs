@@ -179,6 +179,7 @@ pub fn async_yield(report: &mut Report, workers: usize, n: u64, reps: usize) {
         name: "async_yield",
         variants,
         comparisons,
+        skipped: Vec::new(),
     };
     let outcome = harness::run(workload, reps);
     report.add(&outcome);

@@ -67,13 +67,28 @@ pub fn check<T: PartialEq + std::fmt::Debug>(
 pub struct Variant {
     pub label: &'static str,
     pub run: Box<dyn Fn() -> RunResult>,
+    /// A peer (tokio, crossbeam-deque, an actor framework, Erlang, Go) rather than a
+    /// wsched form: `--compare-commit` runs only the wsched forms.
+    pub peer: bool,
 }
 
 impl Variant {
+    /// A wsched form.
     pub fn new(label: &'static str, run: impl Fn() -> RunResult + 'static) -> Self {
         Self {
             label,
             run: Box::new(run),
+            peer: false,
+        }
+    }
+
+    /// A peer. As the baseline (`variants[0]`) every wsched form is divided by it;
+    /// after the wsched forms, it is an *extra peer*: the first wsched form is divided
+    /// by it too (a row of the main table and a cell of the peers' summary).
+    pub fn peer(label: &'static str, run: impl Fn() -> RunResult + 'static) -> Self {
+        Self {
+            peer: true,
+            ..Self::new(label, run)
         }
     }
 }
@@ -93,15 +108,32 @@ pub struct Workload {
     /// `variants[0]` is the baseline.
     pub variants: Vec<Variant>,
     pub comparisons: Vec<Comparison>,
+    /// Peers that could not run here (a missing tool), with the reason: the report
+    /// says so.
+    pub skipped: Vec<(&'static str, String)>,
 }
 
 /// The samples of one workload, per variant, in repetition order.
 pub struct Outcome {
     pub name: &'static str,
     pub labels: Vec<&'static str>,
+    pub peers: Vec<bool>,
     pub samples: Vec<Vec<Measured>>,
     pub comparisons: Vec<Comparison>,
+    pub skipped: Vec<(&'static str, String)>,
     pub error: Option<String>,
+}
+
+impl Outcome {
+    /// The first wsched form after the baseline: what extra peers are divided by.
+    fn first_form(&self) -> Option<usize> {
+        (1..self.labels.len()).find(|&v| !self.peers[v])
+    }
+
+    /// The extra peers: peers after the baseline.
+    fn extra_peers(&self) -> impl Iterator<Item = usize> + '_ {
+        (1..self.labels.len()).filter(|&v| self.peers[v])
+    }
 }
 
 /// Runs `workload`: a warm-up run of each variant, then `reps` interleaved
@@ -111,12 +143,15 @@ pub fn run(workload: Workload, reps: usize) -> Outcome {
         name,
         variants,
         comparisons,
+        skipped,
     } = workload;
     let mut outcome = Outcome {
         name,
         labels: variants.iter().map(|v| v.label).collect(),
+        peers: variants.iter().map(|v| v.peer).collect(),
         samples: vec![Vec::with_capacity(reps); variants.len()],
         comparisons,
+        skipped,
         error: None,
     };
     eprint!("{name:<24} ");
@@ -236,9 +271,14 @@ pub fn fmt_secs(s: f64) -> String {
 pub struct Report {
     main: Vec<String>,
     comparisons: Vec<String>,
+    peers: Vec<String>,
+    skipped: Vec<String>,
     sections: Vec<String>,
     pub failures: Vec<String>,
 }
+
+/// The columns of the peers' summary, by variant label.
+const SUMMARY_PEERS: &[&str] = &["tokio", "ractor", "kameo", "Erlang", "Go"];
 
 impl Report {
     /// Adds the rows of a generic workload.
@@ -252,13 +292,20 @@ impl Report {
             self.failures.push(format!("{}: {error}", outcome.name));
             return;
         }
-        for v in 1..outcome.labels.len() {
-            let r = outcome.row(v, 0);
+        // Each wsched form against the baseline, then the first form against each
+        // extra peer.
+        let forms = (1..outcome.labels.len()).filter(|&v| !outcome.peers[v]);
+        let first = outcome.first_form();
+        let extra = first
+            .into_iter()
+            .flat_map(|f| outcome.extra_peers().map(move |p| (f, p)));
+        for (v, base) in forms.map(|v| (v, 0)).chain(extra) {
+            let r = outcome.row(v, base);
             let line = format!(
                 "| {} | {} | {} | {} | {} | **{:.2}** | {:.2}–{:.2} | {:.2} | {:.1} / {:.1} | ok |",
                 outcome.name,
                 outcome.labels[v],
-                outcome.labels[0],
+                outcome.labels[base],
                 fmt_secs(r.median),
                 fmt_secs(r.base_median),
                 r.ratio,
@@ -270,6 +317,14 @@ impl Report {
             );
             println!("{line}");
             self.main.push(line);
+        }
+        if let Some(first) = first.filter(|_| outcome.extra_peers().next().is_some()) {
+            self.summarise_peers(outcome, first);
+        }
+        for (peer, why) in &outcome.skipped {
+            let line = format!("- {}, {peer}: SKIPPED ({why})", outcome.name);
+            println!("{line}");
+            self.skipped.push(line);
         }
         for c in &outcome.comparisons {
             let r = outcome.row(c.a, c.b);
@@ -293,6 +348,48 @@ impl Report {
             println!("{line}");
             self.comparisons.push(line);
         }
+    }
+
+    /// One line of the peers' summary: the first wsched form ÷ each peer, and ÷ the
+    /// faster (by median wall time) of ractor and kameo.
+    fn summarise_peers(&mut self, outcome: &Outcome, first: usize) {
+        let find = |label: &str| {
+            (0..outcome.labels.len()).find(|&v| outcome.peers[v] && outcome.labels[v] == label)
+        };
+        let skipped = |label: &str| outcome.skipped.iter().any(|(p, _)| *p == label);
+        let cell = |label: &str| match find(label) {
+            Some(p) => format!("{:.2}", outcome.row(first, p).ratio),
+            None if skipped(label) => "skipped".to_string(),
+            None => "—".to_string(),
+        };
+        let frameworks: Vec<usize> = ["ractor", "kameo"].iter().filter_map(|l| find(l)).collect();
+        let fastest = frameworks.iter().copied().min_by(|&a, &b| {
+            let median_of = |v: usize| {
+                median(
+                    &mut outcome.samples[v]
+                        .iter()
+                        .map(|m| m.wall.as_secs_f64())
+                        .collect::<Vec<_>>(),
+                )
+            };
+            median_of(a).total_cmp(&median_of(b))
+        });
+        let faster = match fastest {
+            Some(p) => format!(
+                "**{:.2}** ({})",
+                outcome.row(first, p).ratio,
+                outcome.labels[p]
+            ),
+            None => "—".to_string(),
+        };
+        let mut line = format!("| {} | {} |", outcome.name, outcome.labels[first]);
+        for label in SUMMARY_PEERS {
+            if *label == "Erlang" {
+                let _ = write!(line, " {faster} |");
+            }
+            let _ = write!(line, " {} |", cell(label));
+        }
+        self.peers.push(line);
     }
 
     /// Adds a ready-made markdown section (memory, latency, idle CPU).
@@ -323,6 +420,23 @@ impl Report {
                  |---|---|---|---|---|---|---|\n",
             );
             for line in &self.comparisons {
+                let _ = writeln!(out, "{line}");
+            }
+        }
+        if !self.peers.is_empty() {
+            out.push_str(
+                "\n**Against the peers** (wsched ÷ peer, median of per-repetition wall-time ratios; \
+                 the actor frameworks, Erlang and Go next to tokio)\n\n\
+                 | workload | wsched form | ÷ tokio | ÷ ractor | ÷ kameo | ÷ faster of ractor and kameo | ÷ Erlang | ÷ Go |\n\
+                 |---|---|---|---|---|---|---|---|\n",
+            );
+            for line in &self.peers {
+                let _ = writeln!(out, "{line}");
+            }
+        }
+        if !self.skipped.is_empty() {
+            out.push('\n');
+            for line in &self.skipped {
                 let _ = writeln!(out, "{line}");
             }
         }

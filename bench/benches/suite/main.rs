@@ -1,9 +1,11 @@
 //! The side-by-side benchmark suite (issue 8): every workload for wsched and for its
-//! fairest tokio (or crossbeam-deque) equivalent, on the same number of workers,
+//! fairest tokio (or crossbeam-deque) equivalent, and where they have one for the
+//! actor frameworks ractor and kameo, Erlang and Go, on the same number of workers,
 //! interleaved, with every result checked. See `BENCHMARKS.md` at the repository root.
 //!
 //! ```text
-//! cargo bench -p wsched-bench --bench suite -- [--workers N] [--reps N] [--only A,B] [--quick] [--list]
+//! cargo bench -p wsched-bench --bench suite -- [--workers N] [--reps N] [--only A,B] [--quick]
+//!     [--no-peers] [--list] [--compare-commit REV]
 //! ```
 //!
 //! `--features sim` adds `sim_steps` (a separate build: see `bench/Cargo.toml`).
@@ -16,6 +18,10 @@
 //! | `wsched_side` | the `#[process]` forms |
 //! | `wsched_hand` | the hand-written `Process` forms |
 //! | `tokio_side` | the tokio peers |
+//! | `ractor_side` | the ractor peers |
+//! | `kameo_side` | the kameo peers |
+//! | `external` | the Erlang and Go peers (child processes) |
+//! | `compare` | `--compare-commit`: this tree's wsched against another commit's |
 //! | `latch` | the count-down both sides signal completion with |
 //! | `deque` | our per-worker deque against crossbeam-deque |
 //! | `memory` | memory per idle process (in child processes) |
@@ -25,11 +31,15 @@
 //! | `sim` | the simulated scheduler's steps per second (`--features sim`) |
 
 mod async_io;
+mod compare;
 mod deque;
+mod external;
 mod harness;
+mod kameo_side;
 mod latch;
 mod latency;
 mod memory;
+mod ractor_side;
 #[cfg(feature = "sim")]
 mod sim;
 mod sys;
@@ -42,19 +52,26 @@ mod wsched_side;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use external::Tools;
 use harness::Report;
-use workloads::{Sizes, NAMES};
+use workloads::{Peers, Sizes, NAMES};
 
 struct Options {
     workers: usize,
     reps: usize,
     only: Option<Vec<String>>,
     quick: bool,
+    /// `--no-peers`: no ractor, kameo, Erlang or Go (the baselines still run).
+    no_peers: bool,
+    /// `--compare-commit REV`.
+    compare: Option<String>,
+    /// `--single NAME --variant I` (what `--compare-commit` runs in each build).
+    single: Option<(String, usize)>,
 }
 
 const USAGE: &str = "usage: cargo bench -p wsched-bench --bench suite -- \
 [--workers N (default 2)] [--reps N (default 10, at least 10 unless --quick)] \
-[--only NAME[,NAME...]] [--quick] [--list]";
+[--only NAME[,NAME...]] [--quick] [--no-peers] [--list] [--compare-commit REV]";
 
 fn parse(args: &[String]) -> Result<Option<Options>, String> {
     let mut options = Options {
@@ -62,7 +79,11 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
         reps: 0,
         only: None,
         quick: false,
+        no_peers: false,
+        compare: None,
+        single: None,
     };
+    let mut variant = None;
     let mut args = args.iter();
     let number = |value: Option<&String>, flag: &str| -> Result<usize, String> {
         value
@@ -96,6 +117,16 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
                 options.only = Some(names);
             }
             "--quick" => options.quick = true,
+            "--no-peers" => options.no_peers = true,
+            "--compare-commit" => {
+                let rev = args.next().ok_or("--compare-commit needs a commit")?;
+                options.compare = Some(rev.clone());
+            }
+            "--single" => {
+                let name = args.next().ok_or("--single needs a workload")?;
+                options.single = Some((name.clone(), 1));
+            }
+            "--variant" => variant = Some(number(args.next(), "--variant")?),
             "--list" => {
                 for name in NAMES {
                     println!("{name}");
@@ -111,6 +142,9 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
     }
     if options.workers == 0 {
         return Err("--workers must be at least 1".into());
+    }
+    if let (Some((_, index)), Some(v)) = (&mut options.single, variant) {
+        *index = v;
     }
     if options.reps == 0 {
         options.reps = if options.quick { 2 } else { 10 };
@@ -158,6 +192,31 @@ fn main() -> ExitCode {
     } else {
         Sizes::full()
     };
+    if let Some((name, variant)) = &options.single {
+        return match compare::single(name, *variant, options.workers, &sizes) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    if let Some(rev) = &options.compare {
+        let request = compare::Request {
+            rev,
+            only: options.only.as_deref(),
+            workers: options.workers,
+            reps: options.reps,
+            quick: options.quick,
+        };
+        return match compare::compare(&request) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                println!("\n{e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let selected = |name: &str| {
         options
             .only
@@ -171,6 +230,18 @@ fn main() -> ExitCode {
         if options.quick { "quick" } else { "full" }
     );
 
+    let peers = if options.no_peers {
+        Peers::none()
+    } else {
+        Peers {
+            frameworks: true,
+            tools: Tools::find(),
+        }
+    };
+    if ["skynet", "ping_pong", "ring"].iter().any(|n| selected(n)) {
+        peers.tools.announce();
+    }
+
     let load_before = sys::load_average();
     eprintln!("machine: {}; load average {load_before}", sys::machine());
     let started = Instant::now();
@@ -179,13 +250,13 @@ fn main() -> ExitCode {
         if !selected(name) {
             continue;
         }
-        if let Some(workload) = workloads::workload(name, w, &sizes) {
+        if let Some(workload) = workloads::workload(name, w, &sizes, &peers) {
             let outcome = harness::run(workload, options.reps);
             report.add(&outcome);
             continue;
         }
         match name {
-            "memory_idle" => memory::run(&mut report, &sizes.memory, w),
+            "memory_idle" => memory::run(&mut report, &sizes.memory, w, peers.frameworks),
             "wakeup_latency" => {
                 latency::wakeup(&mut report, w, sizes.latency_samples, options.reps)
             }

@@ -4,8 +4,9 @@
 //! Each measurement runs in a fresh child process (this bench binary re-executed
 //! with `--child-memory FORM N`), so memory freed by earlier workloads and kept by the
 //! allocator cannot hide the growth. The child builds the runtime and a
-//! `Vec::with_capacity(n)` of handles first (8 bytes each on every side: a `Pid` or an
-//! `UnboundedSender`), reads `VmRSS`, spawns the `n` idle processes from outside,
+//! `Vec::with_capacity(n)` of handles first (8 bytes each: a `Pid`, an
+//! `UnboundedSender` or a ractor `ActorRef`; a kameo `ActorRef` is 24), reads `VmRSS`,
+//! spawns the `n` idle processes (actors) from outside,
 //! waits until every one has started and is waiting, reads `VmRSS` again; then sends
 //! each one its index, checks that all of them received (count and sum) and shuts
 //! down.
@@ -19,7 +20,7 @@ use tokio::sync::mpsc::{channel, unbounded_channel};
 
 use crate::harness::{check, fmt_secs, Report};
 use crate::sys::rss_bytes;
-use crate::{tokio_side, wsched_hand, wsched_side};
+use crate::{kameo_side, ractor_side, tokio_side, wsched_hand, wsched_side};
 
 static STARTED: AtomicUsize = AtomicUsize::new(0);
 static RECEIVED: AtomicUsize = AtomicUsize::new(0);
@@ -51,7 +52,8 @@ fn wait_for(counter: &AtomicUsize, n: usize, what: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The forms measured: (argument, label).
+/// The forms measured: (argument, label). The first is what the others are divided
+/// by; the actor frameworks' forms are left out by `--no-peers`.
 const FORMS: &[(&str, &str)] = &[
     ("tokio", "tokio task in `mpsc::UnboundedReceiver::recv`"),
     (
@@ -60,7 +62,12 @@ const FORMS: &[(&str, &str)] = &[
     ),
     ("process", "`#[process]` in `recv!()`"),
     ("hand", "hand-written `Process` waiting for a message"),
+    ("ractor", "ractor actor waiting in its mailbox"),
+    ("kameo", "kameo actor waiting in its (unbounded) mailbox"),
 ];
+
+/// The actor frameworks' forms.
+const FRAMEWORKS: &[&str] = &["ractor", "kameo"];
 
 /// The child's side: measures one form at one count and prints one line.
 pub fn child(form: &str, n: usize, workers: usize) -> Result<(), String> {
@@ -124,6 +131,51 @@ pub fn child(form: &str, n: usize, workers: usize) -> Result<(), String> {
             drop(rt);
             (before, after, spawn_time)
         }
+        "ractor" => {
+            let rt = tokio_side::runtime(workers);
+            let mut actors = Vec::with_capacity(n);
+            let before = rss_bytes();
+            let started = Instant::now();
+            rt.block_on(async {
+                for _ in 0..n {
+                    let (actor, _) = ractor::Actor::spawn(None, ractor_side::Idle, ())
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    actors.push(actor);
+                }
+                Ok::<_, String>(())
+            })?;
+            wait_for(&STARTED, n, "actors started")?;
+            let spawn_time = started.elapsed();
+            let after = rss_bytes();
+            for (i, actor) in actors.iter().enumerate() {
+                actor.cast(i as u64).map_err(|e| e.to_string())?;
+            }
+            wait_for(&RECEIVED, n, "actors that received")?;
+            drop(rt);
+            (before, after, spawn_time)
+        }
+        "kameo" => {
+            let rt = tokio_side::runtime(workers);
+            let mut actors = Vec::with_capacity(n);
+            let before = rss_bytes();
+            let started = Instant::now();
+            {
+                let _context = rt.enter();
+                for _ in 0..n {
+                    actors.push(kameo_side::spawn_idle());
+                }
+            }
+            wait_for(&STARTED, n, "actors started")?;
+            let spawn_time = started.elapsed();
+            let after = rss_bytes();
+            for (i, actor) in actors.iter().enumerate() {
+                actor.tell(i as u64).try_send().map_err(|e| e.to_string())?;
+            }
+            wait_for(&RECEIVED, n, "actors that received")?;
+            drop(rt);
+            (before, after, spawn_time)
+        }
         other => return Err(format!("unknown form {other}")),
     };
     check("sum received", SUM.load(Ordering::Acquire), expected_sum)?;
@@ -181,12 +233,17 @@ fn count_label(n: usize) -> String {
     }
 }
 
-pub fn run(report: &mut Report, counts: &[usize], workers: usize) {
+pub fn run(report: &mut Report, counts: &[usize], workers: usize, frameworks: bool) {
     eprint!("{:<24} ", "memory_idle");
     let started = Instant::now();
-    let mut table: Vec<Vec<Measurement>> = FORMS.iter().map(|_| Vec::new()).collect();
+    let forms: Vec<(&str, &str)> = FORMS
+        .iter()
+        .copied()
+        .filter(|(form, _)| frameworks || !FRAMEWORKS.contains(form))
+        .collect();
+    let mut table: Vec<Vec<Measurement>> = forms.iter().map(|_| Vec::new()).collect();
     for &n in counts {
-        for (f, (form, _)) in FORMS.iter().enumerate() {
+        for (f, (form, _)) in forms.iter().enumerate() {
             match measure(form, n, workers) {
                 Ok(m) => table[f].push(m),
                 Err(e) => {
@@ -211,7 +268,7 @@ pub fn run(report: &mut Report, counts: &[usize], workers: usize) {
     }
     md += "\n|---|";
     md += &"---|---|---|".repeat(counts.len());
-    for (f, (_, label)) in FORMS.iter().enumerate() {
+    for (f, (_, label)) in forms.iter().enumerate() {
         md += &format!("\n| {label} |");
         for (i, m) in table[f].iter().enumerate() {
             let ratio = m.bytes_per_process / table[0][i].bytes_per_process;
@@ -221,6 +278,23 @@ pub fn run(report: &mut Report, counts: &[usize], workers: usize) {
                 ratio,
                 fmt_secs(m.spawn_secs)
             );
+        }
+    }
+    // The `#[process]` form against the smaller of the actor frameworks.
+    let index = |form: &str| forms.iter().position(|(f, _)| *f == form);
+    if let Some(process) = index("process") {
+        for (i, &n) in counts.iter().enumerate() {
+            let smallest = FRAMEWORKS
+                .iter()
+                .filter_map(|form| index(form).map(|f| (*form, table[f][i].bytes_per_process)))
+                .min_by(|a, b| a.1.total_cmp(&b.1));
+            if let Some((form, bytes)) = smallest {
+                md += &format!(
+                    "\n\nAt {}: `#[process]` ÷ the smaller of ractor and kameo ({form}): **{:.2}**.",
+                    count_label(n),
+                    table[process][i].bytes_per_process / bytes
+                );
+            }
         }
     }
     report.section(md);

@@ -123,6 +123,7 @@ fn measure(name: &'static str, shape: Shape, reps: usize) -> (harness::Outcome, 
             variant(2, Box::new(move || simulated(shape, faults()))),
         ],
         comparisons: Vec::new(),
+        skipped: Vec::new(),
     };
     let outcome = harness::run(workload, reps);
     let steps = steps.iter().map(|s| s.borrow().clone()).collect();

@@ -3,8 +3,60 @@
 
 use std::time::Duration;
 
+use crate::external::Tools;
 use crate::harness::{check, Comparison, Measured, RunResult, Variant, Workload};
-use crate::{deque, tokio_side, wsched_hand, wsched_side};
+use crate::{deque, kameo_side, ractor_side, tokio_side, wsched_hand, wsched_side};
+
+/// The peers beyond each workload's baseline: the actor frameworks (ractor, kameo:
+/// in-process) and Erlang and Go (child processes, when their tools are here).
+/// `--no-peers` turns them all off.
+pub struct Peers {
+    pub frameworks: bool,
+    pub tools: Tools,
+}
+
+impl Peers {
+    pub fn none() -> Self {
+        Self {
+            frameworks: false,
+            tools: Tools::none(),
+        }
+    }
+}
+
+/// A workload's extra peers, collected while its variants are built.
+struct Extra<'a> {
+    peers: &'a Peers,
+    variants: Vec<Variant>,
+    skipped: Vec<(&'static str, String)>,
+}
+
+impl Extra<'_> {
+    /// ractor's and kameo's forms (built only when the frameworks run).
+    fn frameworks(
+        &mut self,
+        ractor: impl Fn() -> RunResult + 'static,
+        kameo: impl Fn() -> RunResult + 'static,
+    ) {
+        if self.peers.frameworks {
+            self.variants.push(Variant::peer("ractor", ractor));
+            self.variants.push(Variant::peer("kameo", kameo));
+        }
+    }
+
+    /// The Erlang and Go forms: `program` in `bench/erlang/` and `bench/go/`.
+    fn outside(&mut self, program: &'static str, args: &[String], w: usize, expected: u64) {
+        let erlang = self.peers.tools.erlang(program, args.to_vec(), w, expected);
+        let go = self.peers.tools.go(program, args.to_vec(), w, expected);
+        for (label, variant) in [("Erlang", erlang), ("Go", go)] {
+            match variant {
+                Ok(variant) => self.variants.push(variant),
+                Err(why) if why == "--no-peers" => {}
+                Err(why) => self.skipped.push((label, why)),
+            }
+        }
+    }
+}
 
 pub struct Sizes {
     pub skynet_leaves: u64,
@@ -142,9 +194,14 @@ fn triangle(n: u64) -> u64 {
 }
 
 /// The generic workload called `name`, or `None` for the special sections.
-pub fn workload(name: &'static str, w: usize, s: &Sizes) -> Option<Workload> {
+pub fn workload(name: &'static str, w: usize, s: &Sizes, peers: &Peers) -> Option<Workload> {
     let mut comparisons = Vec::new();
-    let variants = match name {
+    let mut extra = Extra {
+        peers,
+        variants: Vec::new(),
+        skipped: Vec::new(),
+    };
+    let mut variants = match name {
         "skynet" => {
             let leaves = s.skynet_leaves;
             let sum = triangle(leaves);
@@ -154,8 +211,13 @@ pub fn workload(name: &'static str, w: usize, s: &Sizes) -> Option<Workload> {
                 what: "children spawned by yield_all! of Spawn vs this::spawn",
                 target: None,
             });
+            extra.frameworks(
+                expect(sum, move || ractor_side::skynet(w, leaves)),
+                expect(sum, move || kameo_side::skynet(w, leaves)),
+            );
+            extra.outside("skynet", &[leaves.to_string()], w, sum);
             vec![
-                Variant::new("tokio", expect(sum, move || tokio_side::skynet(w, leaves))),
+                Variant::peer("tokio", expect(sum, move || tokio_side::skynet(w, leaves))),
                 Variant::new(
                     "#[process]",
                     expect(sum, move || {
@@ -174,7 +236,7 @@ pub fn workload(name: &'static str, w: usize, s: &Sizes) -> Option<Workload> {
             let leaves = s.skynet_leaves;
             let sum = triangle(leaves);
             vec![
-                Variant::new(
+                Variant::peer(
                     "tokio",
                     expect(sum, move || tokio_side::skynet_msg(w, leaves)),
                 ),
@@ -197,8 +259,15 @@ pub fn workload(name: &'static str, w: usize, s: &Sizes) -> Option<Workload> {
                 what: "#[process] form vs hand-written",
                 target: Some(1.2),
             });
+            extra.frameworks(
+                expect(sum, move || ractor_side::ping_pong(w, pairs, rounds)),
+                expect(sum, move || kameo_side::ping_pong(w, pairs, rounds)),
+            );
+            if name == "ping_pong" {
+                extra.outside("ping_pong", &[rounds.to_string()], w, sum);
+            }
             vec![
-                Variant::new(
+                Variant::peer(
                     "tokio",
                     expect(sum, move || tokio_side::ping_pong(w, pairs, rounds)),
                 ),
@@ -218,22 +287,30 @@ pub fn workload(name: &'static str, w: usize, s: &Sizes) -> Option<Workload> {
         }
         "spawn_many_outside" => {
             let n = s.spawn_many;
+            extra.frameworks(
+                move || ractor_side::spawn_many_outside(w, n),
+                move || kameo_side::spawn_many_outside(w, n),
+            );
             vec![
-                Variant::new("tokio", move || tokio_side::spawn_many_outside(w, n)),
+                Variant::peer("tokio", move || tokio_side::spawn_many_outside(w, n)),
                 Variant::new("#[process]", move || wsched_side::spawn_many_outside(w, n)),
             ]
         }
         "spawn_many_inside" => {
             let n = s.spawn_many;
+            extra.frameworks(
+                move || ractor_side::spawn_many_inside(w, n),
+                move || kameo_side::spawn_many_inside(w, n),
+            );
             vec![
-                Variant::new("tokio", move || tokio_side::spawn_many_inside(w, n)),
+                Variant::peer("tokio", move || tokio_side::spawn_many_inside(w, n)),
                 Variant::new("#[process]", move || wsched_side::spawn_many_inside(w, n)),
             ]
         }
         "chained_spawn" => {
             let n = s.chain;
             vec![
-                Variant::new("tokio", move || tokio_side::chained_spawn(w, n)),
+                Variant::peer("tokio", move || tokio_side::chained_spawn(w, n)),
                 Variant::new("#[process]", move || wsched_side::chained_spawn(w, n)),
             ]
         }
@@ -247,7 +324,7 @@ pub fn workload(name: &'static str, w: usize, s: &Sizes) -> Option<Workload> {
                 target: Some(1.2),
             });
             vec![
-                Variant::new(
+                Variant::peer(
                     "tokio",
                     expect(total, move || tokio_side::yield_many(w, tasks, each)),
                 ),
@@ -315,8 +392,13 @@ pub fn workload(name: &'static str, w: usize, s: &Sizes) -> Option<Workload> {
             // Node 0 ends on the last token, n * laps; node i > 0 last forwarded
             // (laps - 1) * n + i.
             let sum = n * laps + (n - 1) * (laps - 1) * n + triangle(n);
+            extra.frameworks(
+                expect(sum, move || ractor_side::ring(w, nodes, laps)),
+                expect(sum, move || kameo_side::ring(w, nodes, laps)),
+            );
+            extra.outside("ring", &[nodes.to_string(), laps.to_string()], w, sum);
             vec![
-                Variant::new(
+                Variant::peer(
                     "tokio",
                     expect(sum, move || tokio_side::ring(w, nodes, laps)),
                 ),
@@ -329,8 +411,12 @@ pub fn workload(name: &'static str, w: usize, s: &Sizes) -> Option<Workload> {
         "fan_out_in" => {
             let (fan, rounds) = (s.fan, s.fan_rounds);
             let sum = fan * triangle(rounds) + rounds * triangle(fan);
+            extra.frameworks(
+                expect(sum, move || ractor_side::fan_out_in(w, fan, rounds)),
+                expect(sum, move || kameo_side::fan_out_in(w, fan, rounds)),
+            );
             vec![
-                Variant::new(
+                Variant::peer(
                     "tokio",
                     expect(sum, move || tokio_side::fan_out_in(w, fan, rounds)),
                 ),
@@ -363,7 +449,7 @@ pub fn workload(name: &'static str, w: usize, s: &Sizes) -> Option<Workload> {
         "deque_owner" => {
             let (rounds, batch) = (s.deque_rounds, s.deque_batch);
             vec![
-                Variant::new("crossbeam-deque", move || {
+                Variant::peer("crossbeam-deque", move || {
                     deque::owner_crossbeam(rounds, batch)
                 }),
                 Variant::new("wsched deque", move || deque::owner_ours(rounds, batch)),
@@ -372,15 +458,18 @@ pub fn workload(name: &'static str, w: usize, s: &Sizes) -> Option<Workload> {
         "deque_steal" => {
             let total = s.deque_total;
             vec![
-                Variant::new("crossbeam-deque", move || deque::steal_crossbeam(total)),
+                Variant::peer("crossbeam-deque", move || deque::steal_crossbeam(total)),
                 Variant::new("wsched deque", move || deque::steal_ours(total)),
             ]
         }
         _ => return None,
     };
+    // After the wsched forms: the harness divides the first form by each.
+    variants.append(&mut extra.variants);
     Some(Workload {
         name,
         variants,
         comparisons,
+        skipped: extra.skipped,
     })
 }
