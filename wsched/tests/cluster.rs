@@ -474,8 +474,15 @@ fn metrics_and_the_process_listing_show_the_cluster() {
     let _: u64 = a.call(echo_at_a, 1_u64, PATIENCE).unwrap();
     let metrics = a.metrics().cluster.expect("a is in a cluster");
     assert_eq!(metrics.node, "a");
-    let peer = metrics.peers.iter().find(|p| p.node == "b").expect("b is up");
-    assert!(peer.messages_out >= 3, "the link, the monitor and the call: {peer:?}");
+    let peer = metrics
+        .peers
+        .iter()
+        .find(|p| p.node == "b")
+        .expect("b is up");
+    assert!(
+        peer.messages_out >= 3,
+        "the link, the monitor and the call: {peer:?}"
+    );
     assert!(peer.messages_in >= 1 && peer.bytes_in > 0, "{peer:?}");
     let info = a
         .processes()
@@ -493,7 +500,8 @@ fn a_timed_message_reaches_a_remote_process() {
     let (_fabric, a, b) = two_nodes();
     let inbox = b.inbox().unwrap();
     let inbox_at_a = across(&b, &a, inbox.pid(), "inbox-10");
-    a.send_after(inbox_at_a, Pong(3), Duration::from_millis(10)).unwrap();
+    a.send_after(inbox_at_a, Pong(3), Duration::from_millis(10))
+        .unwrap();
     assert_eq!(inbox.recv::<Pong>(PATIENCE).unwrap(), Pong(3));
     a.shutdown(PATIENCE);
     b.shutdown(PATIENCE);
@@ -511,7 +519,14 @@ fn a_supervisor_restarts_its_child_on_another_node() {
     let first = view.wait_for(PATIENCE, |children| children[0].pid).unwrap();
     assert!(!first.is_local(), "the child runs on b: {first}");
     // It fails there; the link brings the failure back and it is restarted on b.
-    a.send(first, Ping { n: 0, reply_to: first }).unwrap();
+    a.send(
+        first,
+        Ping {
+            n: 0,
+            reply_to: first,
+        },
+    )
+    .unwrap();
     let second = view
         .wait_for(PATIENCE, |children| children[0].pid.filter(|p| *p != first))
         .unwrap();
