@@ -537,3 +537,32 @@ fn a_supervisor_restarts_its_child_on_another_node() {
     a.shutdown(PATIENCE);
     b.shutdown(PATIENCE);
 }
+
+/// Drops every request unanswered.
+struct Mute;
+
+#[process]
+impl Mute {
+    #[entry]
+    fn serve(&mut self) -> Result<(), BoxError> {
+        loop {
+            drop(recv!(Request<u64, u64>)?);
+        }
+    }
+}
+
+#[test]
+fn a_remote_reply_dropped_unanswered_fails_the_call_at_once() {
+    let (_fabric, a, b) = two_nodes();
+    let mute = b.spawn_detached(Mute, Mute::SERVE, ()).unwrap();
+    let mute_at_a = across(&b, &a, mute, "mute");
+    let started = Instant::now();
+    let error = a.call::<u64, u64>(mute_at_a, 1, PATIENCE).unwrap_err();
+    assert!(
+        matches!(error, wsched::CallError::NoReply { .. }),
+        "{error:?}"
+    );
+    assert!(started.elapsed() < PATIENCE, "not by timing out");
+    a.shutdown(PATIENCE);
+    b.shutdown(PATIENCE);
+}

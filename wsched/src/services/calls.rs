@@ -643,7 +643,11 @@ impl CallSlot {
     /// Asked outside the slot's lock: the registry has locks of its own.
     fn process_callee_ending(&self) -> bool {
         let process = self.inner.lock().process.clone();
-        process.is_some_and(|(handle, callee)| !handle.shared().is_live_open(callee))
+        // A remote callee's death comes from its node, on the stream the "no reply"
+        // came on, before it: nothing is on its way.
+        process.is_some_and(|(handle, callee)| {
+            callee.is_local() && !handle.shared().is_live_open(callee)
+        })
     }
 
     /// Waits for an answer until `deadline`; `None` on timeout (the slot is closed,
@@ -839,7 +843,7 @@ where
     let deadline = clock::now()
         .checked_add(timeout)
         .unwrap_or_else(|| clock::now() + Duration::from_secs(u32::MAX.into()));
-    let answer = slot.wait(deadline, || !shared.is_live_open(pid));
+    let answer = slot.wait(deadline, || pid.is_local() && !shared.is_live_open(pid));
     shared.monitors().demonitor(shared, monitor);
     match answer {
         None => {
