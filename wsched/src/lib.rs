@@ -124,8 +124,8 @@
 //! The repository's `book/` directory is a guide from nothing to confident use
 //! (`mdbook serve book` serves it; each chapter is a Markdown file under `book/src/`,
 //! and every Rust listing in it is a doc test of this crate, those of the async I/O
-//! chapter with the `tokio` feature and those of the simulation chapter with the
-//! `sim` feature):
+//! chapter with the `tokio` feature, those of the simulation chapter with the
+//! `sim` feature and those of the cluster chapter with the `cluster` feature):
 //!
 //! | chapter | file |
 //! |---|---|
@@ -140,6 +140,7 @@
 //! | when processes fail: monitors, links, supervisors, calls, names, bounded mailboxes, dead letters | `book/src/failure-handling.md` |
 //! | finding bugs by simulation (the `sim` feature): a bank whose planted bug a seed finds and replays, virtual time, simulated handlers, fault plans, `sim::check` | `book/src/simulation.md` |
 //! | async I/O (the `tokio` feature): plain, blocking or async handlers, cancellation reaching the future, options, the I/O runtime, sockets as processes | `book/src/io.md` |
+//! | beyond one machine: clusters (the `cluster` feature): nodes, remote PIDs, sends, calls, monitors and links across nodes, node failure, cluster-wide names, remote spawns, testing on the in-memory fabric | `book/src/cluster.md` |
 //! | observability: metrics, listings, step timing, `top`, tracing, recorded timelines | `book/src/observability.md` |
 //! | writing a [`Process`] by hand | `book/src/hand-written.md` |
 //! | how the scheduler works inside: work stealing, the deque and LIFO slot, parking | `book/src/inside.md` |
@@ -299,6 +300,11 @@ mod book {
     #[cfg(feature = "tokio")]
     #[doc = include_str!("../../book/src/io.md")]
     struct Io;
+    /// Compiled and run only with the `cluster` feature, which its listings use (as
+    /// `cargo test --workspace` builds `wsched`: the examples enable it).
+    #[cfg(feature = "cluster")]
+    #[doc = include_str!("../../book/src/cluster.md")]
+    struct Cluster;
     #[doc = include_str!("../../book/src/observability.md")]
     struct Observability;
     #[doc = include_str!("../../book/src/hand-written.md")]
