@@ -11,12 +11,14 @@ use std::num::NonZeroU64;
 /// `N` of an ended one in the scheduler's PID table (`<3.1>` follows `<3>`): the
 /// number behind it ([`as_u64`](Self::as_u64)) packs both, and would print as a
 /// ten-digit number. A PID of a process on another node of a cluster (the
-/// `cluster` feature) prints with the node's name: `<3@b>`.
+/// `cluster` feature) prints with the node's name, `<3@b>`, and its `Debug` form
+/// with the node's incarnation too, `Pid<3@b#2>`: a PID of an old incarnation and
+/// the same place under the new one are different processes.
 ///
 /// # The number
 ///
-/// From the low bits up: 32 bits of place, [`GENERATION_BITS`] of generation, and
-/// [`NODE_BITS`] naming the node — zero for this scheduler's own processes, so
+/// From the low bits up: 32 bits of place, 20 bits of generation, and 12 bits
+/// naming the node — zero for this scheduler's own processes, so
 /// whether a PID is local is one comparison, and a remote PID never matches a
 /// local slot (its generation bits differ), which keeps the send path's lookup as
 /// it is.
@@ -41,8 +43,8 @@ pub(crate) const MAX_GENERATION: u32 = (1 << GENERATION_BITS) - 1;
 /// remote PIDs: set once, when a scheduler first joins a cluster, so that the
 /// crate root needs nothing from the layers above it.
 pub(crate) struct RemotePids {
-    /// The name of the node of slot `slot`, if it has one.
-    pub(crate) node_name: fn(u16) -> Option<std::sync::Arc<str>>,
+    /// The name and incarnation of the node of slot `slot`, if it has one.
+    pub(crate) node_of: fn(u16) -> Option<(std::sync::Arc<str>, u64)>,
     /// A PID written whole, if a cluster is encoding on this thread.
     #[cfg_attr(not(feature = "serde"), allow(dead_code))]
     pub(crate) to_text: fn(Pid) -> Option<String>,
@@ -94,7 +96,7 @@ impl Pid {
     pub(crate) fn unreachable_kind(self) -> crate::error::SendErrorKind {
         let known = REMOTE_PIDS
             .get()
-            .is_some_and(|hooks| (hooks.node_name)(self.node_slot()).is_some());
+            .is_some_and(|hooks| (hooks.node_of)(self.node_slot()).is_some());
         if known {
             crate::error::SendErrorKind::NoConnection
         } else {
@@ -120,8 +122,9 @@ impl Pid {
 }
 
 impl Pid {
-    /// Writes `N` or `N.G` (see the type's docs).
-    fn write_number(self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    /// Writes `N` or `N.G` (see the type's docs), then `@node` for a remote PID
+    /// (`@node#incarnation` if `incarnation`).
+    fn write_number(self, f: &mut fmt::Formatter<'_>, incarnation: bool) -> fmt::Result {
         let raw = self.0.get();
         let (place, generation) = (raw & u64::from(u32::MAX), (raw & LOCAL_MASK) >> 32);
         if generation == 0 {
@@ -131,8 +134,9 @@ impl Pid {
         }
         match self.node_slot() {
             0 => Ok(()),
-            slot => match REMOTE_PIDS.get().and_then(|hooks| (hooks.node_name)(slot)) {
-                Some(name) => write!(f, "@{name}"),
+            slot => match REMOTE_PIDS.get().and_then(|hooks| (hooks.node_of)(slot)) {
+                Some((name, n)) if incarnation => write!(f, "@{name}#{n}"),
+                Some((name, _)) => write!(f, "@{name}"),
                 None => write!(f, "@node{slot}"),
             },
         }
@@ -142,7 +146,7 @@ impl Pid {
 impl fmt::Display for Pid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("<")?;
-        self.write_number(f)?;
+        self.write_number(f, false)?;
         f.write_str(">")
     }
 }
@@ -150,7 +154,7 @@ impl fmt::Display for Pid {
 impl fmt::Debug for Pid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Pid<")?;
-        self.write_number(f)?;
+        self.write_number(f, true)?;
         f.write_str(">")
     }
 }

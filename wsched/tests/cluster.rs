@@ -337,8 +337,13 @@ fn after_a_partition_heals_the_nodes_meet_as_new_incarnations_and_old_pids_stay_
         let error = a.send(echo_at_a, Pong(1)).unwrap_err();
         assert_eq!(error.kind(), SendErrorKind::NoConnection);
     }
-    // Through the name again, the process is reachable under its new PID.
-    let fresh = across(&b, &a, echo, "echo-6b");
+    // The name it held is written again under its new PID: reachable through it.
+    let mut fresh = None;
+    until("the name resolves again", || {
+        fresh = cluster(&a).whereis("echo-6").unwrap();
+        fresh.is_some()
+    });
+    let fresh = fresh.unwrap();
     let doubled: u64 = a.call(fresh, 5_u64, PATIENCE).unwrap();
     assert_eq!(doubled, 10);
     a.shutdown(PATIENCE);
@@ -565,4 +570,82 @@ fn a_remote_reply_dropped_unanswered_fails_the_call_at_once() {
     assert!(started.elapsed() < PATIENCE, "not by timing out");
     a.shutdown(PATIENCE);
     b.shutdown(PATIENCE);
+}
+
+#[test]
+fn a_call_type_that_cannot_cross_is_refused_with_the_request_back() {
+    let (_fabric, a, b) = two_nodes();
+    let echo = b.spawn_detached(Echo, Echo::SERVE, ()).unwrap();
+    let echo_at_a = across(&b, &a, echo, "echo-11");
+    // `Request<u32, u32>` is not registered with `register_call`.
+    let error = a.call::<u32, u32>(echo_at_a, 5, PATIENCE).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            wsched::CallError::Unreachable {
+                kind: SendErrorKind::NotEncodable,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert!(error.to_string().contains("register_call"), "{error}");
+    assert_eq!(error.into_request(), Some(5));
+    a.shutdown(PATIENCE);
+    b.shutdown(PATIENCE);
+}
+
+#[test]
+fn a_call_type_without_codecs_is_a_clear_error_when_joining() {
+    struct Opaque;
+    let fabric = MemoryFabric::new();
+    let error = Scheduler::builder()
+        .workers(1)
+        .cluster(ClusterConfig::new("lonely", fabric.transport()).register_call::<Opaque, u64>())
+        .build()
+        .unwrap_err();
+    let text = error.to_string();
+    assert!(
+        text.contains("needs a codec for") && text.contains("Opaque"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_message_the_receiver_cannot_decode_is_a_dead_letter_there() {
+    let fabric = MemoryFabric::new();
+    let a = node("a", &fabric);
+    let (letters, dead) = std::sync::mpsc::channel();
+    let letters = std::sync::Mutex::new(letters);
+    // `c` knows no `Pong`.
+    let c = Scheduler::builder()
+        .workers(1)
+        .on_dead_letter(move |letter| {
+            let _ = letters.lock().unwrap().send(letter);
+        })
+        .cluster(ClusterConfig::new("c", fabric.transport()).silence(SILENCE))
+        .build()
+        .unwrap();
+    until_up(&a, &["c"]);
+    let inbox = c.inbox().unwrap();
+    let inbox_at_a = across(&c, &a, inbox.pid(), "inbox-12");
+    a.send(inbox_at_a, Pong(9)).unwrap();
+    let letter = dead.recv_timeout(PATIENCE).unwrap();
+    assert_eq!(letter.to, inbox.pid());
+    assert_eq!(letter.reason, wsched::DeadLetterReason::FromAnotherNode);
+    let undecodable = letter
+        .payload
+        .downcast::<wsched::cluster::Undecodable>()
+        .unwrap();
+    assert_eq!(
+        (undecodable.codec.as_str(), undecodable.text.as_str()),
+        ("Pong", "9")
+    );
+    assert!(
+        undecodable.why.contains("no codec named `Pong`"),
+        "{}",
+        undecodable.why
+    );
+    a.shutdown(PATIENCE);
+    c.shutdown(PATIENCE);
 }

@@ -44,6 +44,8 @@ pub(crate) struct CallType {
     split: SplitFn,
     /// Rebuilds the request from its text, with a forwarding reply.
     build: BuildFn,
+    /// The request's and the answer's types, which need codecs.
+    types: [(TypeId, &'static str); 2],
 }
 
 impl CallType {
@@ -89,8 +91,22 @@ impl CallType {
                 name,
                 split: split::<Q, R>,
                 build: build::<Q, R>,
+                types: [
+                    (TypeId::of::<Q>(), std::any::type_name::<Q>()),
+                    (TypeId::of::<R>(), std::any::type_name::<R>()),
+                ],
             },
         )
+    }
+}
+
+impl CallType {
+    /// The request's or the answer's type, if `codecs` has no codec for it.
+    pub(crate) fn missing_codec(&self, codecs: &Codecs) -> Option<&'static str> {
+        self.types
+            .iter()
+            .find(|(type_id, _)| !codecs.has_type(*type_id))
+            .map(|(_, name)| *name)
     }
 }
 

@@ -73,6 +73,9 @@ pub(crate) fn pid_from_text(text: &str) -> Result<Pid, BoxError> {
 
 /// The codecs a cluster starts with: the standard ones, with PIDs written whole.
 pub(crate) fn cluster_codecs(mut codecs: Codecs) -> Codecs {
+    // Decoding a `&'static str` leaks its text: fine for a replayed history, not
+    // for every message a node receives.
+    codecs.remove::<&'static str>();
     codecs.insert::<Pid>(
         "Pid",
         false,

@@ -28,18 +28,24 @@
 //!   node name, new PIDs; a PID of its old incarnation stays refused
 //!   ([`SendErrorKind::NoConnection`](crate::SendErrorKind::NoConnection)).
 //! * **Partitions.** Each side declares the other down; when the partition heals,
-//!   the nodes meet again as new incarnations. Cluster-wide names live in the
-//!   broker's key-value store: a name whose owner's node is down is free to be
-//!   taken (with a fence: the store's revision, so two nodes never both own it);
-//!   a name owned by a process on the far side of a partition still resolves to its
-//!   PID, which is unreachable until the partition heals.
+//!   the nodes meet again, at least one of them as a new incarnation. Names:
+//!   - *Cluster-wide names* live in the broker's key-value store. To a node, a name
+//!     whose holder's node it sees down resolves to nothing
+//!     ([`Cluster::whereis`] gives `None`) and is free to be taken, with a fence
+//!     (the store's revision), so two nodes never both hold it. A node that takes
+//!     a new incarnation writes its processes' names again under their new PIDs
+//!     (unless another node took one meanwhile: then that one keeps it).
+//!   - *Local names* ([`Handle::register`](crate::Handle::register)) belong to one
+//!     scheduler and are untouched by the cluster.
 //! * **A remote send is asynchronous.** It returns `Ok` once the message is on its
 //!   way; it fails at once only when the target's node is not up (or the PID is of
 //!   an old incarnation), or the message's type has no codec
 //!   ([`SendErrorKind::NotEncodable`](crate::SendErrorKind::NotEncodable)), with the
 //!   message handed back. A message that arrives for a process that has ended is a
 //!   dead letter on the receiving node
-//!   ([`DeadLetterReason::FromAnotherNode`](crate::DeadLetterReason::FromAnotherNode)).
+//!   ([`DeadLetterReason::FromAnotherNode`](crate::DeadLetterReason::FromAnotherNode)),
+//!   and so is one whose codec the receiving node lacks (as an [`Undecodable`],
+//!   with its codec's name and text).
 //!
 //! | file | concern |
 //! |---|---|
@@ -102,7 +108,9 @@ use node::{Node, Timing};
 /// Tells the crate root how remote PIDs print and cross (see `pid.rs`).
 fn install_remote_pids() {
     let _ = crate::pid::REMOTE_PIDS.set(crate::pid::RemotePids {
-        node_name: |slot| nodes::node_of_slot(slot).map(|node| node.name_arc().clone()),
+        node_of: |slot| {
+            nodes::node_of_slot(slot).map(|node| (node.name_arc().clone(), node.incarnation()))
+        },
         to_text: codec::pid_text,
         from_text: codec::pid_from_text,
     });
@@ -160,8 +168,8 @@ pub struct ClusterConfig {
 impl ClusterConfig {
     /// Joins as node `name` (unique in the cluster) over `transport`. Knows the
     /// standard codecs (`()`, `bool`, integers, `char`, `String`, [`Pid`],
-    /// `Duration`); register the application's message types with
-    /// [`register`](Self::register).
+    /// `Duration`; not `&'static str`, which could only be decoded by leaking);
+    /// register the application's message types with [`register`](Self::register).
     pub fn new(name: &str, transport: Arc<dyn Transport>) -> Self {
         Self {
             name: name.to_owned(),
@@ -255,6 +263,16 @@ impl ClusterConfig {
 
     pub(crate) fn join(self, shared: &Arc<Shared>) -> Result<Arc<Node>, ClusterError> {
         install_remote_pids();
+        for call in self.calls.values() {
+            if let Some(missing) = call.missing_codec(&self.codecs) {
+                return Err(ClusterError::Codec(format!(
+                    "`register_call` for `{}` needs a codec for `{missing}`: register it with \
+                     `ClusterConfig::register::<{}>(name)` on every node",
+                    call.name,
+                    crate::type_name::Short(missing)
+                )));
+            }
+        }
         if self.name.is_empty() || self.name.contains(['.', ' ', '*', '>', '#', '/']) {
             return Err(ClusterError::BadName(self.name));
         }
@@ -508,6 +526,9 @@ pub enum ClusterError {
     Store(KvError),
     /// The failure detector's thread could not be started.
     Thread(std::io::Error),
+    /// The configuration is incomplete: a call type whose request or answer has
+    /// no codec (the text says which, and what to register).
+    Codec(String),
 }
 
 impl fmt::Display for ClusterError {
@@ -520,6 +541,7 @@ impl fmt::Display for ClusterError {
             Self::Transport(e) => write!(f, "could not open the cluster's transport: {e}"),
             Self::Store(e) => write!(f, "could not take an incarnation: {e}"),
             Self::Thread(e) => write!(f, "could not start the cluster's thread: {e}"),
+            Self::Codec(why) => f.write_str(why),
         }
     }
 }
@@ -530,9 +552,24 @@ impl Error for ClusterError {
             Self::Transport(e) => Some(&**e),
             Self::Store(e) => Some(e),
             Self::Thread(e) => Some(e),
-            Self::BadName(_) => None,
+            Self::BadName(_) | Self::Codec(_) => None,
         }
     }
+}
+
+/// A message from another node that this node could not decode (its type has no
+/// codec here, or the text did not decode): handed to the dead letters
+/// ([`DeadLetterReason::FromAnotherNode`](crate::DeadLetterReason::FromAnotherNode))
+/// as it came, so nothing is lost without a trace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Undecodable {
+    /// The name of the codec the sender used.
+    pub codec: String,
+    /// The text it made.
+    pub text: String,
+    /// Why it did not decode here.
+    pub why: String,
 }
 
 /// Spawning on another node failed.

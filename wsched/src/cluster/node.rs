@@ -121,7 +121,15 @@ pub(crate) struct Node {
 /// monitor the node keeps on each holder (its `Down` frees the name).
 #[derive(Default)]
 pub(crate) struct NamesHeld {
-    by_monitor: Mutex<HashMap<u64, (String, super::transport::Revision)>>,
+    by_monitor: Mutex<HashMap<u64, Held>>,
+}
+
+/// One name a process of this node holds.
+struct Held {
+    name: String,
+    pid: Pid,
+    /// The revision this node wrote it at: the fence of its release.
+    revision: super::transport::Revision,
 }
 
 impl NamesHeld {
@@ -135,7 +143,14 @@ impl NamesHeld {
     ) {
         let Some(shared) = node.shared() else { return };
         let id = node.next_id();
-        self.by_monitor.lock().insert(id, (name, revision));
+        self.by_monitor.lock().insert(
+            id,
+            Held {
+                name,
+                pid,
+                revision,
+            },
+        );
         // Slot 0: this node itself; its `Down` comes back through `RemoteNodes::down`.
         shared.monitors().monitor_for_node(&shared, pid, 0, id);
     }
@@ -143,11 +158,49 @@ impl NamesHeld {
     /// The holder watched by monitor `id` ended: frees its name, unless it changed
     /// hands meanwhile (the revision is the fence). Does not wait for the store.
     fn release(&self, node: &Node, id: u64) {
-        let Some((name, revision)) = self.by_monitor.lock().remove(&id) else {
+        let Some(held) = self.by_monitor.lock().remove(&id) else {
             return;
         };
-        node.kv()
-            .delete(&super::store::name_key(&name), revision, Box::new(|_| {}));
+        node.kv().delete(
+            &super::store::name_key(&held.name),
+            held.revision,
+            Box::new(|_| {}),
+        );
+    }
+
+    /// The node took a new incarnation: writes each name again under its holder's
+    /// new PID, if nobody took it meanwhile (then the holder has lost it). Blocks:
+    /// called on the renewal's own thread.
+    fn rewrite(&self, node: &Node) {
+        let me = node.me();
+        let held: Vec<(u64, String, Pid, super::transport::Revision)> = self
+            .by_monitor
+            .lock()
+            .iter()
+            .map(|(id, h)| (*id, h.name.clone(), h.pid, h.revision))
+            .collect();
+        for (id, name, pid, revision) in held {
+            let text = codec::with_context(&me, || codec::pid_text(pid)).expect("a context is set");
+            let written = super::store::wait(Duration::from_secs(10), |done| {
+                node.kv().update(
+                    &super::store::name_key(&name),
+                    text.into_bytes(),
+                    revision,
+                    done,
+                )
+            });
+            let mut by_monitor = self.by_monitor.lock();
+            match written {
+                Ok(revision) => {
+                    if let Some(held) = by_monitor.get_mut(&id) {
+                        held.revision = revision;
+                    }
+                }
+                Err(_) => {
+                    by_monitor.remove(&id);
+                }
+            }
+        }
     }
 }
 
@@ -522,6 +575,7 @@ impl Node {
                         *node.me.write() = NodeId::new(node.name.clone(), incarnation);
                     }
                 });
+                node.held.rewrite(&node);
                 node.renewing.store(false, Ordering::Release);
                 node.announce();
             });
@@ -627,8 +681,14 @@ impl Node {
                         shared.dead_letter_from_node(to, from, error.into_payload());
                     }
                 }
-                Err(_) => {
+                Err(why) => {
                     self.undecodable.fetch_add(1, Ordering::Relaxed);
+                    let undecodable = super::Undecodable {
+                        codec,
+                        text,
+                        why: why.to_string(),
+                    };
+                    shared.dead_letter_from_node(to, from, Payload::new(undecodable));
                 }
             },
             Body::Monitor { id, target } => {

@@ -221,7 +221,7 @@ impl crate::observe::codecs::Codecs {
 
 #[cfg(any(feature = "sim", feature = "cluster"))]
 impl Default for crate::observe::codecs::Codecs {
-    /// [`Codecs::new`]: the standard codecs.
+    /// `Codecs::new`: the standard codecs.
     fn default() -> Self {
         Self::new()
     }

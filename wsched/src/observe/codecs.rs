@@ -221,6 +221,20 @@ impl Codecs {
         self.by_type.get(&TypeId::of::<T>()).map(|c| &**c)
     }
 
+    /// Forgets the codec of `T`, if any.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn remove<T: Any>(&mut self) {
+        if let Some(old) = self.by_type.remove(&TypeId::of::<T>()) {
+            self.by_name.remove(&old.name);
+        }
+    }
+
+    /// Whether the type `type_id` has a codec.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn has_type(&self, type_id: TypeId) -> bool {
+        self.by_type.contains_key(&type_id)
+    }
+
     /// The codec named `name`.
     pub(crate) fn named(&self, name: &str) -> Option<&Codec> {
         self.by_name.get(name).map(|c| &**c)

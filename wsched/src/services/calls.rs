@@ -275,6 +275,20 @@ pub enum CallError<Q> {
         /// The request, never delivered.
         request: Q,
     },
+    /// The callee is on another node of a cluster (the `cluster` feature) and the
+    /// request could not cross: its node is down or the PID is of an old
+    /// incarnation ([`SendErrorKind::NoConnection`](crate::SendErrorKind::NoConnection)),
+    /// or `Request<Q, R>` was not registered with `ClusterConfig::register_call`
+    /// ([`SendErrorKind::NotEncodable`](crate::SendErrorKind::NotEncodable)). The
+    /// request is given back.
+    Unreachable {
+        /// The callee.
+        pid: Pid,
+        /// Why the request could not cross.
+        kind: crate::error::SendErrorKind,
+        /// The request, never delivered.
+        request: Q,
+    },
     /// The callee ended before it replied.
     CalleeDied {
         /// The callee.
@@ -339,6 +353,7 @@ impl<Q> CallError<Q> {
         match self {
             Self::NoSuchProcess { pid, .. }
             | Self::MailboxFull { pid, .. }
+            | Self::Unreachable { pid, .. }
             | Self::CalleeDied { pid, .. }
             | Self::Timeout { pid, .. }
             | Self::NoReply { pid }
@@ -350,9 +365,9 @@ impl<Q> CallError<Q> {
     /// The request, if it was never delivered.
     pub fn into_request(self) -> Option<Q> {
         match self {
-            Self::NoSuchProcess { request, .. } | Self::MailboxFull { request, .. } => {
-                Some(request)
-            }
+            Self::NoSuchProcess { request, .. }
+            | Self::MailboxFull { request, .. }
+            | Self::Unreachable { request, .. } => Some(request),
             _ => None,
         }
     }
@@ -407,6 +422,20 @@ impl<Q> fmt::Display for CallError<Q> {
                  is full; call again once it has taken in its messages, shed the load, or \
                  spawn it with a larger capacity (the request is in the error)"
             ),
+            Self::Unreachable { pid, kind, .. } => match kind {
+                crate::error::SendErrorKind::NotEncodable => write!(
+                    f,
+                    "call to {pid} not delivered: it is on another node, and the call's \
+                     `Request<{}, _>` cannot cross; register it on every node with \
+                     `ClusterConfig::register_call::<Q, R>()` (the request is in the error)",
+                    Short(std::any::type_name::<Q>())
+                ),
+                _ => write!(
+                    f,
+                    "call to {pid} not delivered: its node is down or unreachable, or the \
+                     PID is of an earlier incarnation of it (the request is in the error)"
+                ),
+            },
             Self::CalleeDied { pid, reason } => {
                 write!(f, "{pid} ended before it replied to the call: {reason}")
             }
@@ -525,15 +554,21 @@ pub(crate) enum Answer {
     /// The request came back from a full bounded mailbox: a `Request<Q, R>` in a
     /// payload.
     MailboxFull(Payload),
+    /// The request could not cross to the callee's node: a `Request<Q, R>` in a
+    /// payload, and why.
+    Unreachable(Payload, crate::error::SendErrorKind),
 }
 
 impl Answer {
     /// The answer for a request `send` gave back: a full mailbox, or no such process.
     fn undelivered(error: crate::error::SendError) -> Self {
-        if error.kind() == crate::error::SendErrorKind::MailboxFull {
-            Self::MailboxFull(error.into_payload())
-        } else {
-            Self::NoSuchProcess(error.into_payload())
+        use crate::error::SendErrorKind;
+        match error.kind() {
+            SendErrorKind::MailboxFull => Self::MailboxFull(error.into_payload()),
+            kind @ (SendErrorKind::NoConnection | SendErrorKind::NotEncodable) => {
+                Self::Unreachable(error.into_payload(), kind)
+            }
+            _ => Self::NoSuchProcess(error.into_payload()),
         }
     }
 }
@@ -1066,6 +1101,12 @@ impl CallAnswer {
                 reply.disarm();
                 Err(CallError::MailboxFull { pid, request })
             }
+            Answer::Unreachable(payload, kind) => {
+                let Request { request, reply } =
+                    payload.downcast::<Request<Q, R>>().map_err(wrong)?;
+                reply.disarm();
+                Err(CallError::Unreachable { pid, kind, request })
+            }
         }
     }
 
@@ -1103,6 +1144,7 @@ impl fmt::Debug for CallAnswer {
             Answer::TimedOut(..) => "timed out",
             Answer::NoSuchProcess(_) => "no such process",
             Answer::MailboxFull(_) => "mailbox full",
+            Answer::Unreachable(..) => "unreachable",
         };
         f.debug_struct("CallAnswer")
             .field("callee", &self.callee)
