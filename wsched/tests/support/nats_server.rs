@@ -117,6 +117,9 @@ impl NatsServer {
     /// Starts the server and waits until it accepts connections; its log if it
     /// exits or does not within the bound.
     fn spawn(&mut self) -> Result<(), String> {
+        // The directory is this server's alone; made again if something swept the
+        // temporary directory meanwhile (the log must have somewhere to go).
+        create(&self.dir);
         let log = File::create(self.dir.join("server.log"))
             .unwrap_or_else(|err| panic!("cannot create {}: {err}", self.dir.display()));
         let stderr = log
