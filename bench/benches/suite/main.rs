@@ -8,7 +8,8 @@
 //!     [--no-peers] [--list] [--compare-commit REV]
 //! ```
 //!
-//! `--features sim` adds `sim_steps` (a separate build: see `bench/Cargo.toml`).
+//! `--features sim` adds `sim_steps` (a separate build: see `bench/Cargo.toml`);
+//! `--features cluster` adds `cluster_rtt` and `cluster_throughput`.
 //!
 //! | module | concern |
 //! |---|---|
@@ -29,8 +30,11 @@
 //! | `async_io` | an async handler's round trip (the `tokio` feature) |
 //! | `tcp_echo` | a 1,000-connection echo over loopback |
 //! | `sim` | the simulated scheduler's steps per second (`--features sim`) |
+//! | `cluster` | two nodes over NATS against bare NATS and Erlang (`--features cluster`) |
 
 mod async_io;
+#[cfg(feature = "cluster")]
+mod cluster;
 mod compare;
 mod deque;
 mod external;
@@ -280,6 +284,18 @@ fn main() -> ExitCode {
             ),
             #[cfg(not(feature = "sim"))]
             "sim_steps" => eprintln!("{name:<24} skipped (needs `--features sim`)"),
+            #[cfg(feature = "cluster")]
+            "cluster_rtt" | "cluster_throughput" => {
+                let case = cluster::Case::new(w, options.reps, options.quick, !options.no_peers);
+                match name {
+                    "cluster_rtt" => cluster::cluster_rtt(&mut report, &case),
+                    _ => cluster::cluster_throughput(&mut report, &case),
+                }
+            }
+            #[cfg(not(feature = "cluster"))]
+            "cluster_rtt" | "cluster_throughput" => {
+                eprintln!("{name:<24} skipped (needs `--features cluster`)")
+            }
             other => unreachable!("workload {other} has no runner"),
         }
     }

@@ -175,6 +175,8 @@ pub const NAMES: &[&str] = &[
     "async_yield",
     "tcp_echo",
     "sim_steps",
+    "cluster_rtt",
+    "cluster_throughput",
 ];
 
 /// A run returning a `u64` result checked against `expected`.
