@@ -47,6 +47,9 @@ const THREAD_NAME: &str = "wsched-nats";
 /// frames past them wait in the transport's queue.
 const CLIENT_BUFFER: usize = 2048;
 
+/// Messages a subscription holds before the client drops them as a slow consumer's.
+const SUBSCRIPTION_BUFFER: usize = 1 << 20;
+
 /// How long [`Transport::close`] lets queued frames go out before it drops them.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -88,7 +91,7 @@ impl NatsOptions {
         Self {
             connect_timeout: Duration::from_secs(5),
             kv_timeout: Duration::from_secs(5),
-            max_queued: 1 << 16,
+            max_queued: 1 << 20,
             max_reconnect_delay: Duration::from_secs(1),
         }
     }
@@ -112,7 +115,7 @@ impl NatsOptions {
         self
     }
 
-    /// How many frames may wait to be handed to the client (default 65,536). They
+    /// How many frames may wait to be handed to the client (default 1,048,576). They
     /// pile up while the server is away, once the client's own buffer of 2,048
     /// messages is full; past this bound new frames are dropped (and counted by
     /// [`NatsTransport::dropped`]), which the cluster layer sees as a gap.
@@ -159,6 +162,8 @@ impl NatsOptions {
 pub struct NatsTransport {
     /// `wsched.<cluster>.`, the start of every subject.
     prefix: String,
+    /// Each node's subject, made once: a send then allocates no subject.
+    subjects: parking_lot::RwLock<std::collections::HashMap<String, Subject>>,
     driver: Driver,
     client: Client,
     kv: NatsKv,
@@ -181,6 +186,9 @@ pub struct NatsTransport {
 struct Counts {
     queued: AtomicUsize,
     dropped: AtomicU64,
+    /// Times the client reported a subscription too slow: messages to this node
+    /// were dropped by the client, not handed to the sink.
+    slow_consumer: AtomicU64,
 }
 
 enum Outgoing {
@@ -213,6 +221,12 @@ impl NatsTransport {
         self.counts.dropped.load(Ordering::Relaxed)
     }
 
+    /// Times the client dropped messages for this node because its subscription's
+    /// buffer was full (a slow consumer): the cluster sees them as lost frames.
+    pub fn slow_consumer_events(&self) -> u64 {
+        self.counts.slow_consumer.load(Ordering::Relaxed)
+    }
+
     fn start(options: NatsOptions, url: &str, cluster: &str) -> Result<Self, TransportError> {
         check_cluster(cluster)?;
         let driver = Driver::start().map_err(|err| {
@@ -220,8 +234,10 @@ impl NatsTransport {
         })?;
         let (control, control_rx) = mpsc::unbounded_channel();
         let bucket = format!("wsched_{cluster}");
+        let counts = Arc::new(Counts::default());
         let connecting = {
             let (url, bucket, control) = (url.to_owned(), bucket.clone(), control.clone());
+            let slow = counts.clone();
             let (options, name) = (options.clone(), format!("wsched cluster {cluster}"));
             async move {
                 let max_delay = options.max_reconnect_delay;
@@ -230,12 +246,19 @@ impl NatsTransport {
                     .client_capacity(CLIENT_BUFFER)
                     .connection_timeout(options.connect_timeout)
                     .reconnect_delay_callback(move |attempts| reconnect_delay(attempts, max_delay))
+                    // A burst from a fast peer waits here rather than overflowing
+                    // (an overflow loses frames: a gap, and the peer declared down).
+                    .subscription_capacity(SUBSCRIPTION_BUFFER)
                     .event_callback(move |event| {
                         // Only the connection's state matters to the sink; the
                         // receiver task reports its changes.
                         let up = match event {
                             Event::Connected => Some(true),
                             Event::Disconnected => Some(false),
+                            Event::SlowConsumer(_) => {
+                                slow.slow_consumer.fetch_add(1, Ordering::Relaxed);
+                                None
+                            }
                             _ => None,
                         };
                         if let Some(up) = up {
@@ -273,7 +296,6 @@ impl NatsTransport {
             }
         };
 
-        let counts = Arc::new(Counts::default());
         let (outbox, queue) = mpsc::unbounded_channel();
         let publisher = driver
             .handle
@@ -281,6 +303,7 @@ impl NatsTransport {
         let closed = Arc::new(AtomicBool::new(false));
         Ok(Self {
             prefix: format!("wsched.{cluster}."),
+            subjects: Default::default(),
             kv: NatsKv {
                 handle: driver.handle.clone(),
                 store,
@@ -302,7 +325,17 @@ impl NatsTransport {
     }
 
     /// Queues one frame for the publisher task, or drops it.
-    fn push(&self, subject: String, frame: Vec<u8>) {
+    /// The subject of node `to`.
+    fn subject_of(&self, to: &str) -> Subject {
+        if let Some(subject) = self.subjects.read().get(to) {
+            return subject.clone();
+        }
+        let subject = Subject::from(format!("{}node.{to}", self.prefix));
+        self.subjects.write().insert(to.to_owned(), subject.clone());
+        subject
+    }
+
+    fn push(&self, subject: Subject, frame: Vec<u8>) {
         let counts = &self.counts;
         if self.closed.load(Ordering::Acquire) {
             counts.dropped.fetch_add(1, Ordering::Relaxed);
@@ -313,7 +346,7 @@ impl NatsTransport {
             counts.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let frame = Outgoing::Frame(Subject::from(subject), Bytes::from(frame));
+        let frame = Outgoing::Frame(subject, Bytes::from(frame));
         if self.outbox.send(frame).is_err() {
             counts.queued.fetch_sub(1, Ordering::Relaxed);
             counts.dropped.fetch_add(1, Ordering::Relaxed);
@@ -392,11 +425,11 @@ impl Transport for NatsTransport {
             self.counts.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        self.push(format!("{}node.{to}", self.prefix), frame);
+        self.push(self.subject_of(to), frame);
     }
 
     fn broadcast(&self, frame: Vec<u8>) {
-        self.push(format!("{}all", self.prefix), frame);
+        self.push(Subject::from(format!("{}all", self.prefix)), frame);
     }
 
     fn kv(&self) -> &dyn KeyValue {
