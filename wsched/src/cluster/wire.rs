@@ -233,7 +233,8 @@ impl<'a> Writer<'a> {
 /// (needed unless the body has none: announces, heartbeats, refusals).
 pub(crate) fn encode(header: &Header, body: &Body, view: Option<PidView<'_>>) -> Vec<u8> {
     let mut w = Writer {
-        bytes: Vec::with_capacity(64),
+        // The header and a small message's body: one allocation, no growth.
+        bytes: Vec::with_capacity(HEADER_GUESS + header.from.name().len() + body_guess(body)),
         view,
     };
     w.u8(VERSION);
@@ -324,6 +325,26 @@ pub(crate) fn encode(header: &Header, body: &Body, view: Option<PidView<'_>>) ->
         }
     }
     w.bytes
+}
+
+/// A header's bytes but the sender's name.
+const HEADER_GUESS: usize = 2 + 4 + 8 + 8 + 8;
+
+/// About how many bytes `body` takes: exactly for the fixed parts, plus its
+/// strings.
+fn body_guess(body: &Body) -> usize {
+    const PIDS: usize = 2 * 9 + 1;
+    match body {
+        Body::Message { codec, text, .. } | Body::Call { codec, text, .. } => {
+            PIDS + 8 + 8 + codec.len() + text.len() + 1
+        }
+        Body::Reply {
+            answer: Ok((codec, text)),
+            ..
+        } => 8 + 1 + 8 + codec.len() + text.len(),
+        Body::Spawn { entry, args, .. } => 8 + 8 + entry.len() + args.len(),
+        _ => 64,
+    }
 }
 
 fn kind_of(body: &Body) -> u8 {
