@@ -321,6 +321,11 @@ pub enum SendErrorKind {
     /// registered with the cluster, so it cannot cross ([`SendError::message_type`]
     /// names it). Register it on every node, under one name.
     NotEncodable,
+    /// The message was for a process on another node, and the frames waiting to
+    /// leave for the broker have reached the cluster's bound
+    /// (`ClusterConfig::max_queued_frames`): the link is saturated. Nothing was
+    /// lost; send again once it has drained, or slow the producer down.
+    NodeBusy,
 }
 
 /// What to do about a full mailbox, for error messages.
@@ -339,6 +344,10 @@ fn why(kind: SendErrorKind) -> &'static str {
         SendErrorKind::MailboxFull => concat!("its bounded mailbox is full; ", full_advice!()),
         SendErrorKind::NoConnection => {
             "its node is down or unreachable, or the PID is of an earlier incarnation of that node"
+        }
+        SendErrorKind::NodeBusy => {
+            "it is on another node, and the frames waiting to leave for the broker have \
+             reached the cluster's bound; send again once they have drained"
         }
         SendErrorKind::NotEncodable => {
             "it is on another node, and the message's type has no codec for crossing nodes; \
@@ -626,9 +635,9 @@ impl TimedSendError {
             // Arming checks only that the target lives; a full mailbox is met when
             // the message falls due (see `engine/bounded.rs`).
             SendErrorKind::MailboxFull => unreachable!("arming pushes nothing"),
-            kind @ (SendErrorKind::NoConnection | SendErrorKind::NotEncodable) => {
-                TimedSendErrorKind::Remote(kind)
-            }
+            kind @ (SendErrorKind::NoConnection
+            | SendErrorKind::NotEncodable
+            | SendErrorKind::NodeBusy) => TimedSendErrorKind::Remote(kind),
         };
         Self {
             to,

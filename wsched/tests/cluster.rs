@@ -649,3 +649,31 @@ fn a_message_the_receiver_cannot_decode_is_a_dead_letter_there() {
     a.shutdown(PATIENCE);
     c.shutdown(PATIENCE);
 }
+
+#[test]
+fn a_saturated_link_refuses_a_message_with_it_back_and_loses_nothing() {
+    let fabric = MemoryFabric::new();
+    // No frame may wait: every user message is refused, signals still cross.
+    let a = Scheduler::builder()
+        .workers(1)
+        .cluster(config("a", &fabric).max_queued_frames(0))
+        .build()
+        .unwrap();
+    let b = node("b", &fabric);
+    until_up(&a, &["b"]);
+    let echo = b.spawn_detached(Echo, Echo::SERVE, ()).unwrap();
+    let echo_at_a = across(&b, &a, echo, "echo-13");
+    let error = a.send(echo_at_a, Pong(1)).unwrap_err();
+    assert_eq!(error.kind(), SendErrorKind::NodeBusy);
+    assert!(error.to_string().contains("send again"), "{error}");
+    assert_eq!(error.into_payload().downcast::<Pong>().unwrap(), Pong(1));
+    // A monitor is a signal: it still crosses, and its `Down` comes back.
+    let monitor = a.monitor(echo_at_a);
+    b.kill(echo).unwrap();
+    assert_eq!(
+        monitor.wait_timeout(PATIENCE).unwrap().reason,
+        ExitReason::Killed
+    );
+    a.shutdown(PATIENCE);
+    b.shutdown(PATIENCE);
+}

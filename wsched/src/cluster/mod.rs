@@ -160,6 +160,7 @@ pub struct ClusterConfig {
     silence: Duration,
     heartbeat: Option<Duration>,
     join_timeout: Duration,
+    max_queued_frames: usize,
     codecs: Codecs,
     calls: HashMap<TypeId, calls::CallType>,
     spawns: spawn::Spawns,
@@ -177,6 +178,7 @@ impl ClusterConfig {
             silence: Duration::from_secs(2),
             heartbeat: None,
             join_timeout: Duration::from_secs(10),
+            max_queued_frames: 1 << 19,
             codecs: Codecs::new(),
             calls: HashMap::new(),
             spawns: spawn::Spawns::default(),
@@ -195,6 +197,18 @@ impl ClusterConfig {
     /// silence).
     pub fn heartbeat(mut self, every: Duration) -> Self {
         self.heartbeat = Some(every);
+        self
+    }
+
+    /// How many frames may wait in the transport to leave for the broker before a
+    /// send of a message to a remote process fails with
+    /// [`SendErrorKind::NodeBusy`](crate::SendErrorKind::NodeBusy), the message
+    /// handed back (default 524,288): a burst then meets backpressure instead of
+    /// overflowing the transport, whose overflow loses frames (and so the
+    /// connection). Signals (`Down`s, link signals) and heartbeats are never
+    /// refused.
+    pub fn max_queued_frames(mut self, frames: usize) -> Self {
+        self.max_queued_frames = frames;
         self
     }
 
@@ -287,6 +301,7 @@ impl ClusterConfig {
             Timing {
                 silence: self.silence,
                 heartbeat,
+                max_queued_frames: self.max_queued_frames,
             },
             self.codecs,
             self.spawns,

@@ -56,6 +56,8 @@ macro_rules! cluster_event {
 pub(crate) struct Timing {
     pub(crate) silence: Duration,
     pub(crate) heartbeat: Duration,
+    /// Frames waiting in the transport past which user messages are refused.
+    pub(crate) max_queued_frames: usize,
 }
 
 /// One peer incarnation that is up.
@@ -832,6 +834,9 @@ impl RemoteNodes for Node {
         let Some(peer) = self.peer_of(to) else {
             return Err(SendError::new(to, to.unreachable_kind(), payload));
         };
+        if !signal && self.transport.queued() >= self.timing.max_queued_frames {
+            return Err(SendError::new(to, SendErrorKind::NodeBusy, payload));
+        }
         let payload = match super::calls::outgoing(self, &peer, from, to, payload) {
             Ok(sent) => return sent,
             Err(payload) => payload,

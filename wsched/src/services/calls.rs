@@ -565,9 +565,9 @@ impl Answer {
         use crate::error::SendErrorKind;
         match error.kind() {
             SendErrorKind::MailboxFull => Self::MailboxFull(error.into_payload()),
-            kind @ (SendErrorKind::NoConnection | SendErrorKind::NotEncodable) => {
-                Self::Unreachable(error.into_payload(), kind)
-            }
+            kind @ (SendErrorKind::NoConnection
+            | SendErrorKind::NotEncodable
+            | SendErrorKind::NodeBusy) => Self::Unreachable(error.into_payload(), kind),
             _ => Self::NoSuchProcess(error.into_payload()),
         }
     }
