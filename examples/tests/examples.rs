@@ -10,7 +10,9 @@
 //! (which, with its own feature set, may compile `wsched` once more). An example
 //! whose own unit tests `cargo test` runs (`test = true` in `examples/Cargo.toml`:
 //! `indexer`, `bank`, `echo_server`, `chat_tcp`) is built by it only as a test harness, so
-//! its program is built here.
+//! its program is built here. `cluster` needs this package's `nats` feature (and
+//! `nats-server` on the PATH): it is built, and its test runs, only with it
+//! (`cargo test -p wsched-examples --features nats --test examples cluster`).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -27,10 +29,11 @@ const LIMIT: Duration = Duration::from_secs(120);
 /// A program in `examples/examples/` without an entry here fails
 /// `every_example_is_checked`.
 macro_rules! examples {
-    ($($name:ident [$($arg:literal),*] => [$($expect:literal),+ $(,)?];)+) => {
+    ($($(#[$attr:meta])* $name:ident [$($arg:literal),*] => [$($expect:literal),+ $(,)?];)+) => {
         const CHECKED: &[&str] = &[$(stringify!($name)),+];
         $(
             #[test]
+            $(#[$attr])*
             fn $name() {
                 run(stringify!($name), &[$($arg),*], &[$($expect),+]);
             }
@@ -147,6 +150,32 @@ examples! {
     timers ["50", "20"] => ["1000 timers in 50 processes", "all fired ", "for reference: timers round up to 1 ms ticks"];
     top ["1", "steps"] => ["the load: 4 ping-pong pairs", "== second 1: workers busy [", "by steps"];
     timeline ["{dir}"] => ["64 leaves; ", "timeline.json and "];
+    // Built and run only with the `nats` feature (`required-features` in
+    // `examples/Cargo.toml`), and then needs `nats-server` on the PATH.
+    #[cfg(feature = "nats")]
+    cluster [] => [
+        "launcher: nats-server with JetStream at nats://127.0.0.1:",
+        "node1: started a worker on each with Cluster::spawn_on: <1@node2> and <1@node3>",
+        "coordinator: handed out items 1..=40 round-robin to <1@node2> and <1@node3>; monitoring them",
+        "coordinator: first result from <1@node3>: 2² = 4",
+        "launcher: kill -9 node3 (pid ",
+        "coordinator: <1@node3> is down: no connection: its node is down or unreachable",
+        " items it held were unfinished; handing them to <1@node2>",
+        "coordinator: all 40 items squared, each once: ",
+        "node1: the sum of the squares of 1..=40 is 22140, as n(n+1)(2n+1)/6 says",
+        "launcher: node1 finished and node2 shut down (exit status: 0); stopping the server",
+    ];
+}
+
+/// The examples that need a feature of this package, and it: they are built only
+/// with it (`required-features`).
+const GATED: &[(&str, bool)] = &[("cluster", cfg!(feature = "nats"))];
+
+/// Whether this build of the package has example `name` (see [`GATED`]).
+fn built_here(name: &str) -> bool {
+    GATED
+        .iter()
+        .all(|&(gated, enabled)| gated != name || enabled)
 }
 
 fn workspace() -> PathBuf {
@@ -252,6 +281,7 @@ fn up_to_date(dir: &Path) -> bool {
         .expect("sources");
     example_names()
         .iter()
+        .filter(|name| built_here(name))
         .all(|name| modified(&binary(dir, name)).is_some_and(|built| built >= sources))
 }
 
@@ -268,6 +298,7 @@ fn build(profile_dir: &Path) {
         .current_dir(workspace())
         .args(["build", "-p", "wsched-examples", "--examples", "--profile"])
         .arg(profile)
+        .args(cfg!(feature = "nats").then_some("--features=nats"))
         .arg("--target-dir")
         .arg(target_dir)
         .status()

@@ -8,6 +8,11 @@
 //! left alone. A holder whose node is down frees nothing; the next node to want
 //! the name deletes the stale entry (conditionally, again) and takes it, and
 //! lookups skip it.
+//!
+//! A node that takes a new incarnation (it was declared down and refused, and
+//! rejoined) writes each name its processes hold again, with their new PIDs,
+//! conditional on the revision it wrote: unless another node took the name while
+//! the old incarnation was down, the name goes on naming the same process.
 
 use std::error::Error;
 use std::fmt;

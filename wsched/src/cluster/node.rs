@@ -30,7 +30,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::cluster::codec;
 use crate::cluster::nodes::{self, NodeId};
-use crate::cluster::transport::{FrameSink, Transport};
+use crate::cluster::transport::{FrameSink, KvError, Transport};
 use crate::cluster::wire::{self, Body, Header, PidView};
 use crate::cluster::{ClusterError, ClusterMetrics, NodeDownReason, NodeEvent, PeerMetrics};
 use crate::engine::shared::Shared;
@@ -120,19 +120,15 @@ pub(crate) struct Node {
 }
 
 /// The cluster-wide names this node's processes hold, by the number of the
-/// monitor the node keeps on each holder (its `Down` frees the name).
+/// monitor the node keeps on each holder (its `Down` frees the name): the holder,
+/// the name, and the revision this node wrote it at.
 #[derive(Default)]
 pub(crate) struct NamesHeld {
-    by_monitor: Mutex<HashMap<u64, Held>>,
+    by_monitor: Mutex<HashMap<u64, (Pid, String, super::transport::Revision)>>,
 }
 
-/// One name a process of this node holds.
-struct Held {
-    name: String,
-    pid: Pid,
-    /// The revision this node wrote it at: the fence of its release.
-    revision: super::transport::Revision,
-}
+/// How long a renewal waits for the store to write one held name again.
+const RENAME_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl NamesHeld {
     /// `pid` took `name` at `revision`: watch it, to free the name when it ends.
@@ -145,14 +141,7 @@ impl NamesHeld {
     ) {
         let Some(shared) = node.shared() else { return };
         let id = node.next_id();
-        self.by_monitor.lock().insert(
-            id,
-            Held {
-                name,
-                pid,
-                revision,
-            },
-        );
+        self.by_monitor.lock().insert(id, (pid, name, revision));
         // Slot 0: this node itself; its `Down` comes back through `RemoteNodes::down`.
         shared.monitors().monitor_for_node(&shared, pid, 0, id);
     }
@@ -160,47 +149,55 @@ impl NamesHeld {
     /// The holder watched by monitor `id` ended: frees its name, unless it changed
     /// hands meanwhile (the revision is the fence). Does not wait for the store.
     fn release(&self, node: &Node, id: u64) {
-        let Some(held) = self.by_monitor.lock().remove(&id) else {
+        let Some((_, name, revision)) = self.by_monitor.lock().remove(&id) else {
             return;
         };
-        node.kv().delete(
-            &super::store::name_key(&held.name),
-            held.revision,
-            Box::new(|_| {}),
-        );
+        node.kv()
+            .delete(&super::store::name_key(&name), revision, Box::new(|_| {}));
     }
 
-    /// The node took a new incarnation: writes each name again under its holder's
-    /// new PID, if nobody took it meanwhile (then the holder has lost it). Blocks:
-    /// called on the renewal's own thread.
-    fn rewrite(&self, node: &Node) {
+    /// The node took a new incarnation: its holders' PIDs are new to the cluster,
+    /// and the names still name their PIDs of the old, refused incarnation. Writes
+    /// each name again with its holder's new PID, conditional on the revision this
+    /// node wrote it at: a name another node took meanwhile (free to take, since
+    /// its holder's node was down) stays theirs, and is no longer held here. Waits
+    /// for the store, a bounded time for each name.
+    fn renew(&self, node: &Node) {
         let me = node.me();
-        let held: Vec<(u64, String, Pid, super::transport::Revision)> = self
+        let held: Vec<(u64, Pid, String, super::transport::Revision)> = self
             .by_monitor
             .lock()
             .iter()
-            .map(|(id, h)| (*id, h.name.clone(), h.pid, h.revision))
+            .map(|(id, (pid, name, revision))| (*id, *pid, name.clone(), *revision))
             .collect();
-        for (id, name, pid, revision) in held {
-            let text = codec::with_context(&me, || codec::pid_text(pid)).expect("a context is set");
-            let written = super::store::wait(Duration::from_secs(10), |done| {
-                node.kv().update(
-                    &super::store::name_key(&name),
-                    text.into_bytes(),
-                    revision,
-                    done,
-                )
+        for (id, pid, name, revision) in held {
+            let Some(text) = codec::with_context(&me, || codec::pid_text(pid)) else {
+                continue;
+            };
+            let key = super::store::name_key(&name);
+            let kv = node.kv();
+            let written = super::store::wait(RENAME_TIMEOUT, |done| {
+                kv.update(&key, text.into_bytes(), revision, done)
             });
-            let mut by_monitor = self.by_monitor.lock();
+            let mut held = self.by_monitor.lock();
             match written {
-                Ok(revision) => {
-                    if let Some(held) = by_monitor.get_mut(&id) {
-                        held.revision = revision;
+                Ok(new) => match held.get_mut(&id) {
+                    Some(entry) if entry.2 == revision => entry.2 = new,
+                    Some(_) => {}
+                    None => {
+                        // The holder ended meanwhile, and its release missed the
+                        // revision just written: free the name at this one.
+                        drop(held);
+                        kv.delete(&key, new, Box::new(|_| {}));
                     }
+                },
+                Err(ClusterError::Store(KvError::Conflict)) => {
+                    held.remove(&id);
                 }
-                Err(_) => {
-                    by_monitor.remove(&id);
-                }
+                // The store did not answer: the name keeps naming the old PID, which
+                // resolves to nothing, until the holder ends or another node takes
+                // the name.
+                Err(_) => {}
             }
         }
     }
@@ -557,7 +554,8 @@ impl Node {
     /// This node's current incarnation was refused by a peer: it was declared
     /// down there. Every peer is declared down here too (they will drop what they
     /// held of the old incarnation), and the node takes a new incarnation and
-    /// announces it. Its processes go on; their PIDs are new to the cluster.
+    /// announces it. Its processes go on; their PIDs are new to the cluster, and the
+    /// cluster-wide names they hold are written again with the new PIDs.
     fn renew(self: &Arc<Self>) {
         if self.renewing.swap(true, Ordering::AcqRel) {
             return;
@@ -572,12 +570,18 @@ impl Node {
         let renewal = thread::Builder::new()
             .name(format!("wsched-cluster-{}-renew", self.name))
             .spawn(move || {
+                let mut renewed = false;
                 super::store::next_incarnation(node.transport.kv(), &node.name, |incarnation| {
                     if let Some(incarnation) = incarnation {
                         *node.me.write() = NodeId::new(node.name.clone(), incarnation);
+                        renewed = true;
                     }
                 });
-                node.held.rewrite(&node);
+                if renewed {
+                    // Before the announcement: a peer that meets the new incarnation
+                    // finds its processes under their names.
+                    node.held.renew(&node);
+                }
                 node.renewing.store(false, Ordering::Release);
                 node.announce();
             });

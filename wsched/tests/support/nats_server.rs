@@ -3,8 +3,12 @@
 //! `#[path = "support/nats_server.rs"] mod nats_server;`.
 //!
 //! Nothing sleeps to let the server come up: [`NatsServer::start`] and
-//! [`NatsServer::restart`] wait until the port takes a connection (the server
-//! opens it once JetStream has recovered its store), up to a bound.
+//! [`NatsServer::restart`] wait until the server's log says it is ready (it opens
+//! its port once JetStream has recovered its store) and the port takes a
+//! connection, up to a bound. The port alone is not enough: two tests starting
+//! servers at once may be given the same free port before either server binds it,
+//! and the port then takes connections for the server that won it, while the other
+//! exits with `address already in use` (and is started again on another port).
 #![allow(dead_code)]
 
 use std::fs::{self, File};
@@ -17,6 +21,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// How long the server may take to accept connections, or to exit when stopped: a
 /// hang guard, not a measure of speed.
 const PATIENCE: Duration = Duration::from_secs(10);
+
+/// What the server logs once its client port is open (nats-server 2.9 and later).
+const READY: &str = "Server is ready";
 
 /// How many ports [`NatsServer::start`] tries: another process may take the one it
 /// found free before the server binds it.
@@ -49,7 +56,13 @@ impl NatsServer {
             server.port = free_port();
             match server.spawn() {
                 Ok(()) => return server,
-                Err(log) if log.contains("address already in use") => continue,
+                Err(log) if log.contains("address already in use") => {
+                    // Shown with the test's output if it fails.
+                    eprintln!(
+                        "nats-server: port {} was taken; trying another",
+                        server.port
+                    );
+                }
                 Err(log) => server.fail("did not come up", &log),
             }
         }
@@ -114,8 +127,8 @@ impl NatsServer {
         command
     }
 
-    /// Starts the server and waits until it accepts connections; its log if it
-    /// exits or does not within the bound.
+    /// Starts the server and waits until it says it is ready and its port accepts
+    /// connections; its log if it exits or is not ready within the bound.
     fn spawn(&mut self) -> Result<(), String> {
         // The directory is this server's alone; made again if something swept the
         // temporary directory meanwhile (the log must have somewhere to go).
@@ -135,7 +148,10 @@ impl NatsServer {
         let address = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
         let deadline = Instant::now() + PATIENCE;
         loop {
-            if TcpStream::connect_timeout(&address, Duration::from_millis(100)).is_ok() {
+            // This server's own word first: the port may be another's (see above).
+            if self.log().contains(READY)
+                && TcpStream::connect_timeout(&address, Duration::from_millis(100)).is_ok()
+            {
                 self.child = Some(child);
                 return Ok(());
             }
