@@ -490,8 +490,8 @@ impl std::fmt::Debug for NatsTransport {
 }
 
 /// The first byte of a NATS message that carries several frames: `[BATCH]`, then
-/// each frame as a little-endian `u32` length and its bytes. The cluster's own
-/// frames start with their format's version (1), never with this.
+/// each frame as a little-endian `u32` length and its bytes. A lone frame that
+/// starts with this byte travels as a batch of one, so any bytes cross intact.
 const BATCH: u8 = 0xBA;
 
 /// The most bytes of frames one NATS message carries (well under the server's
@@ -544,6 +544,15 @@ async fn publish(
                 }
                 Err(_) => break,
             }
+        }
+        // A lone frame goes out as it is — unless it starts with the batch mark,
+        // which would make it read as a batch: then as a batch of one (frames are
+        // opaque bytes; the cluster's never start so, others might).
+        if batch.is_none() && first.first() == Some(&BATCH) {
+            let mut one = Vec::with_capacity(1 + 4 + first.len());
+            one.push(BATCH);
+            push_frame(&mut one, &first);
+            batch = Some(one);
         }
         let payload = batch.map_or(first, Bytes::from);
         let published = client.publish(subject, payload).await;
@@ -988,6 +997,10 @@ mod tests {
     fn a_batch_hands_over_its_frames_in_order_and_a_lone_frame_as_it_is() {
         let kept = Kept::default();
         deliver(&kept, &[1, 2, 3]);
+        // A frame that starts with the mark crosses as a batch of one.
+        let mut one = vec![BATCH];
+        push_frame(&mut one, &[BATCH, 7]);
+        deliver(&kept, &one);
         let mut batch = vec![BATCH];
         for frame in [&[1_u8, 9][..], &[1, 8, 7], &[]] {
             push_frame(&mut batch, frame);
@@ -997,7 +1010,14 @@ mod tests {
         deliver(&kept, &batch[..batch.len() - 5]);
         assert_eq!(
             *kept.0.lock(),
-            vec![vec![1, 2, 3], vec![1, 9], vec![1, 8, 7], vec![], vec![1, 9]]
+            vec![
+                vec![1, 2, 3],
+                vec![BATCH, 7],
+                vec![1, 9],
+                vec![1, 8, 7],
+                vec![],
+                vec![1, 9]
+            ]
         );
     }
 
