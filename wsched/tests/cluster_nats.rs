@@ -735,8 +735,8 @@ fn a_server_restart_mid_run_loses_no_process_and_no_message_silently() {
             .metrics()
             .peers
             .into_iter()
-            .find(|peer| peer.node.name() == "b")
-            .map(|peer| (peer.node, peer.bytes_in))
+            .find(|peer| peer.node == "b")
+            .map(|peer| (peer.incarnation, peer.bytes_in))
     };
     if let Some((b_then, bytes_then)) = from_b() {
         until("a hears from b again, or declares it down", || {
