@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cargo bench -p wsched-bench --bench suite -- [--workers N] [--reps N] [--only A,B] [--quick]
-//!     [--no-peers] [--list] [--compare-commit REV]
+//!     [--no-peers] [--list] [--compare-commit REV] [--contended]
 //! ```
 //!
 //! `--features sim` adds `sim_steps` (a separate build: see `bench/Cargo.toml`);
@@ -23,12 +23,14 @@
 //! | `kameo_side` | the kameo peers |
 //! | `external` | the Erlang and Go peers (child processes) |
 //! | `compare` | `--compare-commit`: this tree's wsched against another commit's |
+//! | `contend` | `--contended`: one core kept busy by a spinning child process |
 //! | `latch` | the count-down both sides signal completion with |
 //! | `deque` | our per-worker deque against crossbeam-deque |
 //! | `memory` | memory per idle process (in child processes) |
 //! | `latency` | wake-up latency and idle CPU |
 //! | `async_io` | an async handler's round trip (the `tokio` feature) |
 //! | `tcp_echo` | a 1,000-connection echo over loopback |
+//! | `timers` | sleepers' lateness under a burst, against `tokio::time::sleep` |
 //! | `sim` | the simulated scheduler's steps per second (`--features sim`) |
 //! | `cluster` | two nodes over NATS against bare NATS and Erlang (`--features cluster`) |
 
@@ -36,6 +38,7 @@ mod async_io;
 #[cfg(feature = "cluster")]
 mod cluster;
 mod compare;
+mod contend;
 mod deque;
 mod external;
 mod harness;
@@ -48,6 +51,7 @@ mod ractor_side;
 mod sim;
 mod sys;
 mod tcp_echo;
+mod timers;
 mod tokio_side;
 mod workloads;
 mod wsched_hand;
@@ -71,11 +75,13 @@ struct Options {
     compare: Option<String>,
     /// `--single NAME --variant I` (what `--compare-commit` runs in each build).
     single: Option<(String, usize)>,
+    /// `--contended`: one core kept busy by another process throughout.
+    contended: bool,
 }
 
 const USAGE: &str = "usage: cargo bench -p wsched-bench --bench suite -- \
 [--workers N (default 2)] [--reps N (default 10, at least 10 unless --quick)] \
-[--only NAME[,NAME...]] [--quick] [--no-peers] [--list] [--compare-commit REV]";
+[--only NAME[,NAME...]] [--quick] [--no-peers] [--list] [--compare-commit REV] [--contended]";
 
 fn parse(args: &[String]) -> Result<Option<Options>, String> {
     let mut options = Options {
@@ -86,6 +92,7 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
         no_peers: false,
         compare: None,
         single: None,
+        contended: false,
     };
     let mut variant = None;
     let mut args = args.iter();
@@ -122,6 +129,7 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
             }
             "--quick" => options.quick = true,
             "--no-peers" => options.no_peers = true,
+            "--contended" => options.contended = true,
             "--compare-commit" => {
                 let rev = args.next().ok_or("--compare-commit needs a commit")?;
                 options.compare = Some(rev.clone());
@@ -183,6 +191,9 @@ fn main() -> ExitCode {
     if args.first().map(String::as_str) == Some("--child-memory") {
         return child(&args);
     }
+    if args.first().map(String::as_str) == Some("--spin") {
+        contend::spin(args.get(1).and_then(|cpu| cpu.parse().ok()));
+    }
     let options = match parse(&args) {
         Ok(Some(options)) => options,
         Ok(None) => return ExitCode::SUCCESS,
@@ -205,6 +216,18 @@ fn main() -> ExitCode {
             }
         };
     }
+    // Held to the end of `main` (and dropped on a panic): kills the spinner.
+    let contention = if options.contended {
+        match contend::Contention::start() {
+            Ok(contention) => Some(contention),
+            Err(e) => {
+                eprintln!("{e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
     if let Some(rev) = &options.compare {
         let request = compare::Request {
             rev,
@@ -213,7 +236,11 @@ fn main() -> ExitCode {
             reps: options.reps,
             quick: options.quick,
         };
-        return match compare::compare(&request) {
+        let compared = compare::compare(&request);
+        if let Some(contention) = &contention {
+            println!("\n{}.", contention.describe());
+        }
+        return match compared {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 println!("\n{e}");
@@ -229,9 +256,14 @@ fn main() -> ExitCode {
     };
     let w = options.workers;
     eprintln!(
-        "wsched benchmark suite: {w} workers, {} repetitions (interleaved), {} sizes",
+        "wsched benchmark suite: {w} workers, {} repetitions (interleaved), {} sizes{}",
         options.reps,
-        if options.quick { "quick" } else { "full" }
+        if options.quick { "quick" } else { "full" },
+        if options.contended {
+            ", contended (one core kept busy by a spinning process)"
+        } else {
+            ""
+        }
     );
 
     let peers = if options.no_peers {
@@ -265,6 +297,12 @@ fn main() -> ExitCode {
                 latency::wakeup(&mut report, w, sizes.latency_samples, options.reps)
             }
             "idle_cpu" => latency::idle_cpu(&mut report, w, sizes.idle),
+            "timer_burst" | "timer_repeat" => timers::run(
+                &mut report,
+                w,
+                timers::case(name, options.quick),
+                options.reps,
+            ),
             "async_yield" => {
                 async_io::async_yield(&mut report, w, sizes.async_yield_trips, options.reps)
             }
@@ -301,12 +339,19 @@ fn main() -> ExitCode {
     }
     let elapsed = started.elapsed();
 
-    println!("\n## Results ({w} workers, {} repetitions)\n", options.reps);
+    println!(
+        "\n## Results ({w} workers, {} repetitions{})\n",
+        options.reps,
+        if options.contended { ", contended" } else { "" }
+    );
     println!(
         "Machine: {}. Load average (1, 5, 15 min) before: {load_before}; after: {}.\n",
         sys::machine(),
         sys::load_average()
     );
+    if let Some(contention) = &contention {
+        println!("{}.\n", contention.describe());
+    }
     print!("{}", report.render());
     println!("\nThe suite took {:.1} s.", elapsed.as_secs_f64());
     if report.failures.is_empty() {

@@ -152,8 +152,8 @@ impl Sizes {
 }
 
 /// Every workload, in the order the suite runs them: the generic ones, then the
-/// deque, then the special sections (memory, latency, idle CPU, async I/O, the
-/// simulation: `sim_steps` needs `--features sim`).
+/// deque, then the special sections (memory, latency, idle CPU, timers, async I/O,
+/// the simulation: `sim_steps` needs `--features sim`).
 pub const NAMES: &[&str] = &[
     "skynet",
     "skynet_detached",
@@ -172,6 +172,8 @@ pub const NAMES: &[&str] = &[
     "memory_idle",
     "wakeup_latency",
     "idle_cpu",
+    "timer_burst",
+    "timer_repeat",
     "async_yield",
     "tcp_echo",
     "sim_steps",
