@@ -422,6 +422,14 @@ impl Monitors {
         if !target.is_local() {
             return self.monitor_remote(shared, reference, watcher);
         }
+        self.watch_live(shared, reference, watcher);
+        reference
+    }
+
+    /// Records `watcher`'s monitor `reference` on its local target if the target
+    /// is live, or sends its `Down` (no such process) at once.
+    fn watch_live(&self, shared: &Shared, reference: MonitorRef, watcher: Watcher) {
+        let target = reference.target;
         let recorded = shared.live_cell(target).is_ok_and(|cell| {
             let mut shard = self.shard(target).lock();
             // The pass through the target's mailbox lock that orders this against
@@ -438,7 +446,6 @@ impl Monitors {
         if !recorded {
             self.fire_unrecorded(shared, reference, &watcher, ExitReason::NoSuchProcess);
         }
-        reference
     }
 
     /// Sends the `Down` of a monitor that could not be recorded, taking it back
@@ -492,22 +499,8 @@ impl Monitors {
     #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     pub(crate) fn monitor_for_node(&self, shared: &Shared, target: Pid, node: u16, id: u64) {
         self.set_used();
-        let watcher = Watcher::Node { node, id };
         let reference = MonitorRef::new(node_watch_id(node, id), target);
-        let recorded = shared.live_cell(target).is_ok_and(|cell| {
-            let mut shard = self.shard(target).lock();
-            if cell.is_closing() {
-                return false;
-            }
-            shard.entry(target).or_default().watchers.push(Watch {
-                id: reference.id,
-                watcher: watcher.clone(),
-            });
-            true
-        });
-        if !recorded {
-            self.fire_unrecorded(shared, reference, &watcher, ExitReason::NoSuchProcess);
-        }
+        self.watch_live(shared, reference, Watcher::Node { node, id });
     }
 
     /// Node `node` removed its monitor `id` on the local process `target`.
