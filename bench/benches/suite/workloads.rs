@@ -309,6 +309,9 @@ pub fn workload(name: &'static str, w: usize, s: &Sizes, peers: &Peers) -> Optio
             vec![
                 Variant::peer("tokio", move || tokio_side::spawn_many_inside(w, n)),
                 Variant::new("#[process]", move || wsched_side::spawn_many_inside(w, n)),
+                Variant::new("#[process], this::spawn_detached", move || {
+                    wsched_side::spawn_many_inside_direct(w, n)
+                }),
             ]
         }
         "chained_spawn" => {

@@ -288,6 +288,29 @@ impl Spawner {
     }
 }
 
+/// Spawns `n` `Countdown`s with `this::spawn_detached` in a loop (a direct call per
+/// child, no yield), as a tokio task calls `tokio::spawn` in a loop.
+pub struct SpawnerDirect;
+
+#[process]
+impl SpawnerDirect {
+    #[entry]
+    fn run(&mut self, latch: Arc<Latch>, n: u64) -> Result<u64, BoxError> {
+        let mut spawned = 0;
+        for _ in 0..n {
+            this::spawn_detached(
+                Countdown {
+                    latch: latch.clone(),
+                },
+                "run",
+                (),
+            )?;
+            spawned += 1;
+        }
+        Ok(spawned)
+    }
+}
+
 /// `n` detached processes spawned from the bench thread; done when all have run.
 pub fn spawn_many_outside(workers: usize, n: usize) -> Result<Measured, String> {
     let s = scheduler(workers);
@@ -312,11 +335,24 @@ pub fn spawn_many_outside(workers: usize, n: usize) -> Result<Measured, String> 
 
 /// `n` detached processes spawned by one process's `yield_all!`.
 pub fn spawn_many_inside(workers: usize, n: usize) -> Result<Measured, String> {
+    spawn_many_inside_by(workers, n, Spawner)
+}
+
+/// [`spawn_many_inside`] with the children spawned by `this::spawn_detached` calls.
+pub fn spawn_many_inside_direct(workers: usize, n: usize) -> Result<Measured, String> {
+    spawn_many_inside_by(workers, n, SpawnerDirect)
+}
+
+fn spawn_many_inside_by<P: IntoProcess>(
+    workers: usize,
+    n: usize,
+    spawner: P,
+) -> Result<Measured, String> {
     let s = scheduler(workers);
     let (latch, done) = Latch::new(n);
     let clock = Stopwatch::start();
     let pid = s
-        .spawn(Spawner, "run", (latch.clone(), n as u64))
+        .spawn(spawner, "run", (latch.clone(), n as u64))
         .map_err(err)?;
     latch::wait(&done, WAIT)?;
     let spawned = wait::<u64>(&s, pid)?;
