@@ -170,6 +170,11 @@ impl Idle {
         }
     }
 
+    /// Whether some worker is searching for work.
+    pub(crate) fn someone_searching(&self) -> bool {
+        searching(self.state.load(Ordering::SeqCst)) > 0
+    }
+
     /// A searching worker found work. Returns true if it was the last searcher: it
     /// should then wake another worker, in case more work is waiting (the chain that
     /// keeps parallelism up when a burst arrives).

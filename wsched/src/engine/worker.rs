@@ -17,7 +17,8 @@
 //!    must not strand it while this worker idles.
 //!
 //! Finding nothing, the worker spins (rounds 1–3), yields its thread (4–15), then
-//! parks (16 on) through the handshake in `idle.rs`. While another worker is awake
+//! parks (16 on) through the handshake in `idle.rs`; a worker that is not
+//! searching while another is skips the yielding (see [`leave_to_searcher`]). While another worker is awake
 //! (or its LIFO slot is occupied) it parks with a timeout instead, to come back and
 //! look (see "Watching LIFO slots" in `idle.rs`): filling an empty LIFO slot from
 //! inside a step then wakes nobody, where a wake-up per message cost a system call
@@ -573,7 +574,7 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
             for _ in 0..(1 << idle_rounds) {
                 spin_loop();
             }
-        } else if idle_rounds < YIELD_ROUNDS {
+        } else if idle_rounds < YIELD_ROUNDS && !leave_to_searcher(shared, &worker.core) {
             thread::yield_now();
         } else if park(shared, &worker.core, &mut watch, &mut woken) != Parked::TimedOut {
             idle_rounds = 0;
@@ -584,6 +585,17 @@ pub(crate) fn run(handle: Handle, index: usize, local: Local<Task>) {
         }
     }
     worker.leave();
+}
+
+/// Whether an idle worker should skip its rounds of yielding and go to sleep: it
+/// is not searching (it may not steal) while another worker is, so its rounds would
+/// only look at the queues the searcher looks at, on a core that the thread making
+/// the work may need. A thread spawning 10,000 processes from outside on 2 cores
+/// took 520–600 ns a spawn while both workers polled the global queue for them, and
+/// about 410 ns with one asleep; the searcher wakes the sleeper when it finds work
+/// (see `Core::next_task`).
+fn leave_to_searcher(shared: &Shared, core: &Rc<RefCell<Core>>) -> bool {
+    !core.borrow().searching && shared.idle.someone_searching()
 }
 
 /// A panic escaped `run_task` (user code itself runs under `catch_unwind`, so this is
