@@ -581,7 +581,7 @@ mod tests {
             let pids: Vec<Pid> = (0..100).map(|_| table.reserve(spawner)).collect();
             let from_depot = before - in_depot(&table);
             assert!(
-                pids.iter().all(|&pid| Place::of(pid).shard % 2 == 0),
+                pids.iter().all(|&pid| Place::of(pid).shard.is_multiple_of(2)),
                 "worker 0 still spawns into its own shards"
             );
             if round > 1 {
@@ -608,6 +608,10 @@ mod tests {
         let free: usize = table.shards.iter().map(|s| s.read().free.len()).sum();
         // SAFETY: no worker thread runs here; the test is worker 1.
         let spare = table.spare[1].with_mut(|spare| unsafe { (*spare).len() });
-        assert_eq!(free + spare + depot, made, "every slot is free or kept, once");
+        assert_eq!(
+            free + spare + depot,
+            made,
+            "every slot is free or kept, once"
+        );
     }
 }
