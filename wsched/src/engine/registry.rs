@@ -582,7 +582,8 @@ mod tests {
             let pids: Vec<Pid> = (0..100).map(|_| table.reserve(spawner)).collect();
             let from_depot = before - in_depot(&table);
             assert!(
-                pids.iter().all(|&pid| Place::of(pid).shard.is_multiple_of(2)),
+                pids.iter()
+                    .all(|&pid| Place::of(pid).shard.is_multiple_of(2)),
                 "worker 0 still spawns into its own shards"
             );
             if round > 1 {
