@@ -372,22 +372,44 @@ impl Mailbox {
         summary
     }
 
-    /// Moves every event, oldest first, to the end of `buffer`. `owner` is the
-    /// process's header, for a bounded mailbox's [`DropOwed`](super::DropOwed).
-    fn drain_into(&mut self, buffer: &mut Vec<Event>, owner: &Header) {
+    /// Moves every event, oldest first, to the end of `buffer`, but for those of a
+    /// burst buffer larger than [`MAILBOX_KEEP`]: that buffer is taken out whole
+    /// and returned, for the caller to append to `buffer` once it has unlocked the
+    /// mailbox ([`Burst::append_to`]). Copying a fan-in's hundreds of events and
+    /// freeing their buffer under the lock kept every sender spinning meanwhile.
+    /// `owner` is the process's header, for a bounded mailbox's
+    /// [`DropOwed`](super::DropOwed).
+    fn drain_into(&mut self, buffer: &mut Vec<Event>, owner: &Header) -> Burst {
         if let First::Event(_) = self.first {
             let First::Event(first) = mem::replace(&mut self.first, First::Empty) else {
                 unreachable!("matched an event")
             };
             buffer.push(first);
             if let Some(rest) = &mut self.rest {
-                buffer.append(rest);
                 if rest.capacity() > MAILBOX_KEEP {
-                    self.rest = None;
+                    return Burst(self.rest.take());
                 }
+                buffer.append(rest);
             }
         } else if let First::Bounded(bounded) = &mut self.first {
             bounded.drain_into(buffer, owner.pid, owner.handle.as_ref());
+        }
+        Burst(None)
+    }
+}
+
+/// The events of a burst [`Mailbox::drain_into`] took out of the mailbox whole,
+/// which follow those it moved into the caller's buffer.
+#[must_use = "the burst's events follow those drained: append them"]
+struct Burst(Option<Box<Vec<Event>>>);
+
+impl Burst {
+    /// Appends the burst's events to `buffer`, outside the mailbox's lock, and frees
+    /// their buffer.
+    #[inline]
+    fn append_to(self, buffer: &mut Vec<Event>) {
+        if let Some(mut rest) = self.0 {
+            buffer.append(&mut rest);
         }
     }
 }
@@ -1183,7 +1205,8 @@ impl<'a> Owned<'a> {
     /// capacity from step to step).
     pub(crate) fn take_events(&mut self, buffer: &mut Vec<Event>) {
         debug_assert!(buffer.is_empty());
-        self.cell.mailbox.lock().drain_into(buffer, self.cell);
+        let burst = self.cell.mailbox.lock().drain_into(buffer, self.cell);
+        burst.append_to(buffer);
     }
 
     /// Between two steps run back to back: appends to `buffer` whatever arrived in
@@ -1196,7 +1219,8 @@ impl<'a> Owned<'a> {
         }
         if woken {
             self.cell.state.clear_wake_flags();
-            self.cell.mailbox.lock().drain_into(buffer, self.cell);
+            let burst = self.cell.mailbox.lock().drain_into(buffer, self.cell);
+            burst.append_to(buffer);
         }
         true
     }
@@ -1303,8 +1327,10 @@ impl<'a> Owned<'a> {
     pub(crate) fn close_mailbox(&mut self) -> Vec<Event> {
         let mut leftovers = Vec::new();
         let mut mailbox = self.cell.mailbox.lock();
-        mailbox.drain_into(&mut leftovers, self.cell);
+        let burst = mailbox.drain_into(&mut leftovers, self.cell);
         mailbox.first = First::Closed;
+        drop(mailbox);
+        burst.append_to(&mut leftovers);
         leftovers
     }
 
@@ -1477,6 +1503,38 @@ mod tests {
             std::mem::size_of::<Event>(),
             "`Closed` and `Bounded` ride in the event's spare values"
         );
+    }
+
+    #[test]
+    fn a_burst_is_drained_in_order_and_only_a_large_ones_buffer_leaves_the_mailbox() {
+        let (body, _) = counted();
+        let cell = ProcessCell::ready(Pid::from_raw(1), None, "run", false, body);
+        // One event in `first`, then `burst` in `rest`: a buffer of 16 is kept for
+        // the next burst; one of 64 is taken out, to be appended after unlocking.
+        for burst in [MAILBOX_KEEP as u64, 4 * MAILBOX_KEEP as u64] {
+            let mut mailbox = Mailbox::new(Outcome::Pending { waiter: None });
+            for n in 0..=burst {
+                mailbox.push(Event::Message(Message {
+                    from: None,
+                    payload: Payload::new(n),
+                }));
+            }
+            let mut buffer = Vec::new();
+            let taken = mailbox.drain_into(&mut buffer, &cell);
+            let large = burst > MAILBOX_KEEP as u64;
+            assert_eq!(taken.0.is_some(), large, "burst of {burst}");
+            assert_eq!(mailbox.rest.is_some(), !large, "burst of {burst}");
+            assert!(matches!(mailbox.first, First::Empty));
+            taken.append_to(&mut buffer);
+            let received: Vec<u64> = buffer
+                .into_iter()
+                .map(|event| match event {
+                    Event::Message(m) => m.payload.downcast::<u64>().expect("a u64"),
+                    _ => panic!("only messages were pushed"),
+                })
+                .collect();
+            assert_eq!(received, (0..=burst).collect::<Vec<_>>());
+        }
     }
 
     #[test]
