@@ -125,3 +125,213 @@ impl fmt::Debug for Handle {
         f.debug_struct("Handle").finish_non_exhaustive()
     }
 }
+
+/// Counts of a scheduler's shared state (`Arc<Shared>`) that no [`Handle`] owns: the
+/// handles workers keep for new cells (see `worker::lend_handle`), parked in a
+/// batch when a worker has more than it keeps and taken back, a batch at once, by
+/// a worker that has none. In a burst of spawns where one worker spawns and
+/// another ends what it spawned, the first cloned a handle per cell and the second
+/// dropped one per cell, two locked instructions per process on the one line every
+/// worker writes; parking moves them a batch at a time.
+///
+/// The counts live in the state they count, so they keep it alive: each worker
+/// gives back what is parked as it leaves ([`give_back`](Self::give_back)), and
+/// only a worker of the scheduler parks, so nothing is parked once the last has
+/// left.
+///
+/// One atomic word, every transfer a single read-modify-write of it: no state
+/// for loom to explore beyond what the word's modification order gives. The tests
+/// below check the counts on real threads and the state's release at the end.
+pub(crate) struct ParkedHandles(std::sync::atomic::AtomicUsize);
+
+impl ParkedHandles {
+    pub(crate) const fn new() -> Self {
+        Self(std::sync::atomic::AtomicUsize::new(0))
+    }
+
+    /// Parks `handles` (all of this scheduler: the caller checked).
+    pub(crate) fn park(&self, handles: impl Iterator<Item = Handle>) {
+        let mut parked = 0;
+        for handle in handles {
+            // Its count stays taken, owned by the counter from now on.
+            std::mem::forget(handle);
+            parked += 1;
+        }
+        // Relaxed: a count carries no data; the `Arc`'s own operations order the
+        // last drop after every use.
+        self.0
+            .fetch_add(parked, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Takes up to `most` parked counts as handles into `into`; `like` is any
+    /// handle of this scheduler (the one whose state holds this counter).
+    pub(crate) fn take(&self, like: &Handle, into: &mut Vec<Handle>, most: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let taken = match self.0.fetch_update(Relaxed, Relaxed, |parked| {
+            (parked > 0).then(|| parked - parked.min(most))
+        }) {
+            Ok(parked) => parked.min(most),
+            Err(_) => return,
+        };
+        let shared = Arc::as_ptr(&like.shared);
+        // SAFETY: each of the `taken` counts is one that `park` kept when it forgot
+        // a handle of this state (`like`'s), now owned by nobody else: the update
+        // above took it off the counter.
+        into.extend((0..taken).map(|_| unsafe { Self::adopt(shared) }));
+    }
+
+    /// Gives every parked count back (drops it): called by each worker as it
+    /// leaves, with its own handle as `like`, which keeps the state alive meanwhile.
+    pub(crate) fn give_back(&self, like: &Handle) {
+        let parked = self.0.swap(0, std::sync::atomic::Ordering::Relaxed);
+        let shared = Arc::as_ptr(&like.shared);
+        for _ in 0..parked {
+            // SAFETY: as in `take`, for every count the swap took off the counter.
+            drop(unsafe { Self::adopt(shared) });
+        }
+    }
+
+    /// A handle owning one parked count of the state at `shared`.
+    ///
+    /// # Safety
+    /// The caller owns one strong count of the `Arc` whose data is at `shared` (a
+    /// count a forgotten handle kept), and hands it to the handle.
+    unsafe fn adopt(shared: *const Shared) -> Handle {
+        // SAFETY: the caller's count is what `Arc::from_raw` takes over, as for a
+        // pointer from `Arc::into_raw`.
+        Handle::from_shared(unsafe { Arc::from_raw(shared) })
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::engine::context::Context;
+    use crate::engine::process::{Events, Process, Status, StepOutput};
+    use crate::error::{InitError, StepError};
+    use crate::payload::Payloads;
+    use crate::Scheduler;
+
+    fn strong(handle: &Handle) -> usize {
+        Arc::strong_count(&handle.shared)
+    }
+
+    #[test]
+    fn parked_counts_are_taken_in_batches_and_all_given_back() {
+        let scheduler = Scheduler::builder().workers(1).build().expect("builds");
+        let handle = scheduler.handle();
+        let before = strong(&handle);
+        let parked = ParkedHandles::new();
+        parked.park((0..5).map(|_| handle.clone()));
+        assert_eq!(strong(&handle), before + 5, "parking keeps the counts");
+        let mut taken = Vec::new();
+        parked.take(&handle, &mut taken, 3);
+        assert_eq!(taken.len(), 3);
+        assert_eq!(strong(&handle), before + 5, "taking adopts them");
+        drop(taken);
+        assert_eq!(strong(&handle), before + 2);
+        parked.give_back(&handle);
+        assert_eq!(strong(&handle), before);
+        let mut none = Vec::new();
+        parked.take(&handle, &mut none, 3);
+        assert!(none.is_empty(), "nothing is left to take");
+        assert_eq!(strong(&handle), before);
+    }
+
+    #[test]
+    fn threads_parking_and_taking_at_once_lose_and_double_no_count() {
+        let scheduler = Scheduler::builder().workers(1).build().expect("builds");
+        let handle = scheduler.handle();
+        let before = strong(&handle);
+        let parked = ParkedHandles::new();
+        std::thread::scope(|scope| {
+            for thread in 0..4 {
+                let (parked, handle) = (&parked, &handle);
+                scope.spawn(move || {
+                    let mut kept: Vec<Handle> = Vec::new();
+                    for round in 0..20_000 {
+                        // Half the threads end more cells than they make: they park;
+                        // the others take, as a spawning worker does.
+                        if (round + thread) % 3 == 0 {
+                            parked.take(handle, &mut kept, 7);
+                        } else {
+                            kept.push(handle.clone());
+                            if kept.len() >= 16 {
+                                parked.park(kept.drain(8..));
+                            }
+                        }
+                        if kept.len() > 32 {
+                            kept.truncate(16);
+                        }
+                    }
+                });
+            }
+        });
+        parked.give_back(&handle);
+        assert_eq!(
+            strong(&handle),
+            before,
+            "every count came back exactly once"
+        );
+    }
+
+    /// Spawns `n` children that end at once, then ends.
+    struct Burst {
+        n: u32,
+        ctx: Option<Context>,
+    }
+
+    struct Child;
+
+    impl Process for Child {
+        fn init(&mut self, _: Context, _: &str, _: Payloads) -> Result<(), InitError> {
+            Ok(())
+        }
+
+        fn step(&mut self, _: Events<'_>, out: &mut StepOutput) -> Result<(), StepError> {
+            out.set_status(Status::Done(Payload::unit()));
+            Ok(())
+        }
+    }
+
+    impl Process for Burst {
+        fn init(&mut self, ctx: Context, _: &str, _: Payloads) -> Result<(), InitError> {
+            self.ctx = Some(ctx);
+            Ok(())
+        }
+
+        fn step(&mut self, _: Events<'_>, out: &mut StepOutput) -> Result<(), StepError> {
+            let ctx = self.ctx.as_ref().expect("initialised");
+            for _ in 0..self.n {
+                ctx.spawn_detached(Child, "run", ())
+                    .map_err(StepError::new)?;
+            }
+            out.set_status(Status::Done(Payload::unit()));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_scheduler_whose_workers_parked_handles_is_freed_when_dropped() {
+        let scheduler = Scheduler::builder().workers(2).build().expect("builds");
+        let state = Arc::downgrade(&scheduler.handle().shared);
+        for _ in 0..4 {
+            let pid = scheduler
+                .spawn(
+                    Burst {
+                        n: 10_000,
+                        ctx: None,
+                    },
+                    "run",
+                    (),
+                )
+                .expect("spawns");
+            scheduler.wait(pid).expect("ends");
+        }
+        drop(scheduler);
+        assert!(
+            state.upgrade().is_none(),
+            "a count parked by a worker outlived the scheduler"
+        );
+    }
+}

@@ -8,7 +8,7 @@ use crate::engine::cell::{CellRef, NewProcess, Owned, ProcessCell, ResultWaiter}
 use crate::engine::context::Context;
 use crate::engine::counters::{CoarseClock, ProcessCounts, ProcessEvent, WorkerCounters};
 use crate::engine::dead_letters::{DeadLetterReason, DeadLetters};
-use crate::engine::handle::Handle;
+use crate::engine::handle::{Handle, ParkedHandles};
 use crate::engine::held::{HeldMessages, MessageCount};
 use crate::engine::hooks::{self, Hooks, Instrument, Layers};
 use crate::engine::idle::Idle;
@@ -74,6 +74,9 @@ pub(crate) struct Shared {
     /// The state of the layers above (see `hooks.rs`): each finds its part with
     /// [`part`](Self::part).
     pub(crate) layers: <Layers as Hooks>::State,
+    /// Counts of this state that workers parked (see `ParkedHandles`); padded: the
+    /// workers that park and take them write it.
+    pub(crate) parked_handles: CachePadded<ParkedHandles>,
 }
 
 /// The lifecycle flags (see `Shared::spawn` and `Shared::stop_all`).
@@ -144,6 +147,7 @@ impl Shared {
             overflows: OverflowCounts::default(),
             unobserved: parts.unobserved,
             layers: parts.layers,
+            parked_handles: CachePadded::new(ParkedHandles::new()),
         })
     }
 

@@ -220,12 +220,16 @@ pub(crate) fn with_destination<R>(
 
 /// Handles a worker keeps for the cells it makes.
 const KEPT_HANDLES: usize = 64;
+/// Handles parked or taken back at once (see `ParkedHandles`).
+const HANDLE_BATCH: usize = KEPT_HANDLES / 2;
 
 /// A handle to `handle`'s scheduler for a new cell: one this worker kept from a cell
-/// it destroyed, or a clone. A clone is a locked increment of the scheduler's
-/// reference count (and the cell's end a locked decrement) on a line every worker
-/// writes; a worker that spawns and ends processes reuses the counts instead. Every
-/// kept handle is a real count: a cell that moves to another thread owns its own.
+/// it destroyed or took from the parked ones, or a clone. A clone is a locked
+/// increment of the scheduler's reference count (and the cell's end a locked
+/// decrement) on a line every worker writes; a worker that spawns and ends
+/// processes reuses the counts instead, and one that spawns more than it ends takes
+/// a batch of those other workers parked (see `ParkedHandles`). Every kept handle
+/// is a real count: a cell that moves to another thread owns its own.
 pub(crate) fn lend_handle(handle: &Handle) -> Handle {
     let kept = CURRENT.try_with(|current| {
         let current = current.try_borrow().ok()?;
@@ -233,14 +237,21 @@ pub(crate) fn lend_handle(handle: &Handle) -> Handle {
         if !std::ptr::eq(current.shared, handle.shared()) {
             return None;
         }
-        let popped = current.handles.try_borrow_mut().ok()?.pop();
-        popped
+        let mut handles = current.handles.try_borrow_mut().ok()?;
+        if handles.is_empty() {
+            handle
+                .shared()
+                .parked_handles
+                .take(handle, &mut handles, HANDLE_BATCH);
+        }
+        handles.pop()
     });
     kept.ok().flatten().unwrap_or_else(|| handle.clone())
 }
 
 /// Takes back the handle of a cell that was destroyed: kept for [`lend_handle`] on
-/// a worker of its scheduler (up to [`KEPT_HANDLES`]), dropped elsewhere.
+/// a worker of its scheduler (up to [`KEPT_HANDLES`], then a batch is parked for
+/// other workers), dropped elsewhere.
 pub(crate) fn keep_handle(handle: Handle) {
     let mut handle = Some(handle);
     // `try_with` and `try_borrow`: a cell may be destroyed while this thread's
@@ -261,9 +272,12 @@ pub(crate) fn keep_handle(handle: Handle) {
         let Ok(mut handles) = current.handles.try_borrow_mut() else {
             return;
         };
-        if handles.len() < KEPT_HANDLES {
-            handles.extend(handle.take());
+        if handles.len() == KEPT_HANDLES {
+            kept.shared()
+                .parked_handles
+                .park(handles.drain(KEPT_HANDLES - HANDLE_BATCH..));
         }
+        handles.extend(handle.take());
     });
     drop(handle);
 }
@@ -536,6 +550,9 @@ impl Worker {
         // destroy cells, which look at this thread-local.
         let current = CURRENT.with(|current| current.borrow_mut().take());
         drop(current);
+        // What was parked goes back, now that this worker can park no more; the
+        // last worker to leave gives back what the others parked meanwhile.
+        self.handle.shared().parked_handles.give_back(&self.handle);
         // All processes have ended before workers are told to exit, so queues hold
         // only processes shutdown already stopped; drop them outside the
         // thread-local.

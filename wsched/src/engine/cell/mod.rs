@@ -401,6 +401,10 @@ impl Mailbox {
 /// The events of a burst [`Mailbox::drain_into`] took out of the mailbox whole,
 /// which follow those it moved into the caller's buffer.
 #[must_use = "the burst's events follow those drained: append them"]
+#[expect(
+    clippy::box_collection,
+    reason = "the mailbox's own box, moved out whole: no allocation of its own"
+)]
 struct Burst(Option<Box<Vec<Event>>>);
 
 impl Burst {
