@@ -68,13 +68,26 @@ pub(crate) struct Io {
     pub(crate) entry: &'static &'static str,
     /// The last tag handed out; tags start at 1.
     last_tag: u64,
-    /// The slots of the outstanding yields and the messages not received yet, in a
-    /// box made by the first use of either (see [`Buffers`]): a process that
-    /// never receives a message nor has two yields out at once, as most short-lived
-    /// ones, carries one word for them instead of seven (48 bytes less a cell,
-    /// which a burst of spawns pays for in fresh memory).
-    buffers: Option<Box<Buffers>>,
-    /// How many of the slots are not [`Slot::Done`]. 32 bits: 2³² outstanding yields
+    /// The state of the tags `last_tag + 1 - slots.len() ..= last_tag`, oldest
+    /// first; every older tag is [`Slot::Done`], but for the yield waiting alone
+    /// (see below). Tags are handed out in sequence, so a tag's slot is found by
+    /// subtracting: delivering, taking and abandoning are O(1), where searching
+    /// lists of tags made a `yield_all!` of n commands cost O(n²). Emptied (in
+    /// bulk, O(1) a tag) by the first yield after no slot is live any more, which
+    /// is each time a suspension point completes: only the pending one has
+    /// outstanding tags, and it consumes or abandons all of them before
+    /// completing.
+    ///
+    /// A yield made when no other is outstanding (one `yield_cmd!` at a time, the
+    /// usual case) gets no slot: while `slots` is empty and `live` is 1, the tag
+    /// `last_tag` waits *alone*. Its completion goes straight to its suspension
+    /// point within the step that brings it ([`Direct`]), and only into a
+    /// slot of its own (`slots[0]`) if anything else looks first. The state needs
+    /// no field for this, so an idle process is no larger for it.
+    slots: Vec<Slot>,
+    /// Messages not received yet, in arrival order.
+    pub(crate) mailbox: VecDeque<Message>,
+    /// How many of `slots` are not [`Slot::Done`]. 32 bits: 2³² outstanding yields
     /// would take over 400 GB of slots and yields.
     live: u32,
     /// A cancel arrived and no suspension point has reported it yet.
@@ -101,36 +114,13 @@ const BOUNDED: u8 = 2;
 /// In [`Io::runner`]: the step took in a [`DropOwed`] and dropped messages.
 const DROPPED: u8 = 4;
 
-/// What [`Io`] keeps in its box.
-#[derive(Default)]
-struct Buffers {
-    /// The state of the tags `last_tag + 1 - slots.len() ..= last_tag`, oldest
-    /// first; every older tag is [`Slot::Done`], but for the yield waiting alone
-    /// (see below). Tags are handed out in sequence, so a tag's slot is found by
-    /// subtracting: delivering, taking and abandoning are O(1), where searching
-    /// lists of tags made a `yield_all!` of n commands cost O(n²). Emptied (in
-    /// bulk, O(1) a tag) by the first yield after no slot is live any more, which
-    /// is each time a suspension point completes: only the pending one has
-    /// outstanding tags, and it consumes or abandons all of them before
-    /// completing.
-    ///
-    /// A yield made when no other is outstanding (one `yield_cmd!` at a time, the
-    /// usual case) gets no slot: while `slots` is empty and `live` is 1, the tag
-    /// `last_tag` waits *alone*. Its completion goes straight to its suspension
-    /// point within the step that brings it ([`Direct`]), and only into a
-    /// slot of its own (`slots[0]`) if anything else looks first. The state needs
-    /// no field for this, so an idle process is no larger for it.
-    slots: Vec<Slot>,
-    /// Messages not received yet, in arrival order.
-    mailbox: VecDeque<Message>,
-}
-
 impl Default for Io {
     fn default() -> Self {
         Self {
             entry: &"",
             last_tag: 0,
-            buffers: None,
+            slots: Vec::new(),
+            mailbox: VecDeque::new(),
             live: 0,
             cancel_pending: false,
             cancelled: false,
@@ -141,41 +131,6 @@ impl Default for Io {
 }
 
 impl Io {
-    /// The slots (see [`Buffers::slots`]); none before the box is made.
-    #[inline(always)]
-    fn slots(&self) -> &[Slot] {
-        match &self.buffers {
-            Some(buffers) => &buffers.slots,
-            None => &[],
-        }
-    }
-
-    /// The slots, to add to: makes the box if need be.
-    #[inline]
-    fn slots_mut(&mut self) -> &mut Vec<Slot> {
-        &mut self.buffers.get_or_insert_with(Box::default).slots
-    }
-
-    /// The messages not received yet, if any were ever taken in.
-    #[inline(always)]
-    pub(crate) fn held(&self) -> Option<&VecDeque<Message>> {
-        self.buffers.as_deref().map(|buffers| &buffers.mailbox)
-    }
-
-    /// As [`held`](Self::held), to take from.
-    #[inline(always)]
-    pub(crate) fn held_mut(&mut self) -> Option<&mut VecDeque<Message>> {
-        self.buffers
-            .as_deref_mut()
-            .map(|buffers| &mut buffers.mailbox)
-    }
-
-    /// How many messages are held, not received yet.
-    #[inline(always)]
-    pub(crate) fn held_count(&self) -> usize {
-        self.held().map_or(0, VecDeque::len)
-    }
-
     /// Takes in one event of a step, after the direct completion if the step has
     /// one (see [`Direct`]). Returns what must be dropped outside any borrow (a
     /// late completion nobody waits for).
@@ -193,10 +148,7 @@ impl Io {
                 self.complete(c)
             }
             Event::Message(m) => {
-                self.buffers
-                    .get_or_insert_with(Box::default)
-                    .mailbox
-                    .push_back(m);
+                self.mailbox.push_back(m);
                 None
             }
             Event::Cancel => {
@@ -220,21 +172,14 @@ impl Io {
             Err(other) => return Some(other),
         };
         let mut dropped = Vec::with_capacity(owed);
-        if let Some(mailbox) = self.held_mut() {
-            while dropped.len() < owed {
-                // The oldest counted message: signals take no room, so are not
-                // dropped.
-                let Some(at) = mailbox.iter().position(|m| !m.payload.is_signal()) else {
-                    break;
-                };
-                dropped.extend(mailbox.remove(at));
-            }
+        while dropped.len() < owed {
+            // The oldest counted message: signals take no room, so are not dropped.
+            let Some(at) = self.mailbox.iter().position(|m| !m.payload.is_signal()) else {
+                debug_assert!(false, "owed a drop of a message it does not hold");
+                break;
+            };
+            dropped.extend(self.mailbox.remove(at));
         }
-        debug_assert_eq!(
-            dropped.len(),
-            owed,
-            "owed a drop of a message it does not hold"
-        );
         // The step reports the change (see `Machine::report_bounded`).
         self.runner |= DROPPED;
         match owner {
@@ -282,7 +227,7 @@ impl Io {
     /// Where `tag`'s slot is in `slots`, if it is there (older tags are all done).
     #[inline]
     fn offset(&self, tag: Tag) -> Option<usize> {
-        let len = self.slots().len();
+        let len = self.slots.len();
         // The tag of `slots[0]`; a `tag` below it wraps around to a huge offset.
         let base = self.last_tag + 1 - len as u64;
         let offset = tag.0.wrapping_sub(base);
@@ -292,13 +237,13 @@ impl Io {
     #[inline]
     fn slot_mut(&mut self, tag: Tag) -> Option<&mut Slot> {
         let offset = self.offset(tag)?;
-        self.buffers.as_deref_mut()?.slots.get_mut(offset)
+        self.slots.get_mut(offset)
     }
 
     /// Whether `tag` is the yield waiting alone, without a slot (see `slots`).
     #[inline(always)]
     pub(crate) fn waits_alone(&self, tag: Tag) -> bool {
-        self.live == 1 && tag.0 == self.last_tag && self.slots().is_empty()
+        self.slots.is_empty() && self.live == 1 && tag.0 == self.last_tag
     }
 
     /// Gives the yield waiting alone its slot, holding its completion `result`. Out
@@ -307,8 +252,7 @@ impl Io {
     #[inline(never)]
     fn open_ready_slot(&mut self, result: Result<Payload, YieldError>) {
         // The slot of `last_tag`, since the window ends there.
-        self.slots_mut()
-            .extend(std::iter::once(Slot::Ready(result)));
+        self.slots.extend(std::iter::once(Slot::Ready(result)));
     }
 
     /// Takes in a direct completion (see [`Direct`]) as any other completion, for
@@ -333,7 +277,7 @@ impl Io {
         &mut self,
         result: Result<Payload, YieldError>,
     ) -> Result<Payload, YieldError> {
-        debug_assert!(self.slots().is_empty() && self.live == 1);
+        debug_assert!(self.slots.is_empty() && self.live == 1);
         self.live = 0;
         result
     }
@@ -341,13 +285,11 @@ impl Io {
     /// Makes room for `count` more yields in this step: the slots and the output's
     /// buffer grow at most once for a `yield_all!`, not once per doubling.
     pub(crate) fn reserve(&mut self, out: &mut StepOutput, count: usize) {
-        let live = self.live;
-        let slots = self.slots_mut();
-        if live == 0 {
+        if self.live == 0 {
             // What `dispatch` would do first: start a new window (see there).
-            slots.clear();
+            self.slots.clear();
         }
-        slots.reserve(count);
+        self.slots.reserve(count);
         out.yields_buffer().reserve(count);
     }
 
@@ -380,12 +322,10 @@ impl Io {
             // Every slot is done, so the window is emptied (here rather than when
             // the last one retired, so that taking a completion moves nothing but
             // it).
-            if let Some(buffers) = self.buffers.as_deref_mut() {
-                // SAFETY: 0 is within the capacity, and the slots given up are all
-                // `Slot::Done` (`live == 0`), which owns nothing: skipping their
-                // drop leaks nothing.
-                unsafe { buffers.slots.set_len(0) };
-            }
+            // SAFETY: 0 is within the capacity, and the slots given up are all
+            // `Slot::Done` (`live == 0`), which owns nothing: skipping their drop
+            // leaks nothing.
+            unsafe { self.slots.set_len(0) };
         } else {
             self.open_slot();
         }
@@ -400,17 +340,16 @@ impl Io {
         // check and copied it over, a load wider than the store just made (a
         // store-forwarding stall, most of this function's time). `extend`
         // reserves first and writes the slot in place.
-        let slots = self.slots_mut();
-        if slots.is_empty() {
+        if self.slots.is_empty() {
             // The previous tag waits alone (`live` is 1): it gets its slot first.
-            slots.extend(std::iter::once(Slot::Waiting));
+            self.slots.extend(std::iter::once(Slot::Waiting));
         }
-        slots.extend(std::iter::once(Slot::Waiting));
+        self.slots.extend(std::iter::once(Slot::Waiting));
     }
 
     /// Whether the completion of `tag` arrived and was not consumed yet.
     pub(crate) fn is_ready(&self, tag: Tag) -> bool {
-        let slot = self.offset(tag).map(|offset| &self.slots()[offset]);
+        let slot = self.offset(tag).map(|offset| &self.slots[offset]);
         matches!(slot, Some(Slot::Ready(_)))
     }
 
@@ -418,7 +357,7 @@ impl Io {
     #[inline]
     pub(crate) fn take(&mut self, tag: Tag) -> Option<Result<Payload, YieldError>> {
         let offset = self.offset(tag)?;
-        let slot = &mut self.buffers.as_deref_mut()?.slots[offset];
+        let slot = &mut self.slots[offset];
         if !matches!(slot, Slot::Ready(_)) {
             return None;
         }
@@ -443,8 +382,7 @@ impl Io {
             out.withdraw(tag);
             return None;
         }
-        let offset = self.offset(tag);
-        let slot = offset.and_then(|offset| Some(&mut self.buffers.as_deref_mut()?.slots[offset]));
+        let slot = self.offset(tag).map(|offset| &mut self.slots[offset]);
         let previous = match slot {
             Some(slot) if !matches!(slot, Slot::Done) => {
                 self.live -= 1;
@@ -517,7 +455,7 @@ impl Io {
 
     /// How many tag slots are kept.
     pub(crate) fn slot_count(&self) -> usize {
-        self.slots().len()
+        self.slots.len()
     }
 }
 
@@ -1053,10 +991,10 @@ mod tests {
     #[test]
     fn a_yield_made_alone_takes_no_slot_until_its_completion_needs_one() {
         let (mut io, mut out) = io_with(1);
-        assert!(io.slots().is_empty() && io.waits_alone(Tag(1)));
+        assert!(io.slots.is_empty() && io.waits_alone(Tag(1)));
         assert!(!io.is_ready(Tag(1)));
         assert!(io.deliver(completion(Tag(1), 1_u32)).is_none());
-        assert_eq!(io.slots().len(), 1);
+        assert_eq!(io.slots.len(), 1);
         assert!(
             io.deliver(completion(Tag(1), 2_u32)).is_some(),
             "a duplicate"
@@ -1065,10 +1003,10 @@ mod tests {
         assert_eq!(io.live, 0);
         // The next yield waits alone again, in an emptied window.
         io.dispatch(&mut out, Sleep(Duration::ZERO));
-        assert!(io.slots().is_empty() && io.waits_alone(Tag(2)));
+        assert!(io.slots.is_empty() && io.waits_alone(Tag(2)));
         // A second yield while it waits gives it its slot first.
         io.dispatch(&mut out, Sleep(Duration::ZERO));
-        assert_eq!(io.slots().len(), 2);
+        assert_eq!(io.slots.len(), 2);
         assert!(!io.waits_alone(Tag(2)) && !io.waits_alone(Tag(3)));
         assert!(io.deliver(completion(Tag(2), 2_u32)).is_none());
         assert_eq!(value(io.take(Tag(2))), Some(2));
@@ -1096,8 +1034,8 @@ mod tests {
         io.reserve(&mut out, 10);
         let buffers = |io: &Io, out: &mut StepOutput| {
             (
-                io.slots().as_ptr(),
-                io.buffers.as_ref().map_or(0, |b| b.slots.capacity()),
+                io.slots.as_ptr(),
+                io.slots.capacity(),
                 out.yields_buffer().as_ptr(),
                 out.yields_buffer().capacity(),
             )
@@ -1115,7 +1053,7 @@ mod tests {
         // The next batch starts a new window in the same slots.
         out.clear();
         io.reserve(&mut out, 10);
-        assert_eq!(io.slots().len(), 0);
+        assert_eq!(io.slots.len(), 0);
         assert_eq!(buffers(&io, &mut out), reserved);
     }
 }

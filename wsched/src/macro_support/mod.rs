@@ -274,7 +274,7 @@ impl<P, S, F> Machine<P, S, F> {
     /// How many received messages wait in its mailbox (e.g. other types than a typed
     /// `recv!` wants).
     pub fn mailbox_len(&self) -> usize {
-        self.io.held_count()
+        self.io.mailbox.len()
     }
 
     /// Tells listings which messages the process holds unreceived (see
@@ -290,10 +290,10 @@ impl<P, S, F> Machine<P, S, F> {
         if self.io.bounded() {
             return self.report_bounded(before, took_in);
         }
-        let after = self.io.held_count();
+        let after = self.io.mailbox.len();
         if after != before || (after != 0 && took_in) {
-            if let (Some(ctx), Some(held)) = (&self.ctx, self.io.held()) {
-                ctx.publish_held(held);
+            if let Some(ctx) = &self.ctx {
+                ctx.publish_held(&self.io.mailbox);
             }
         }
     }
@@ -307,22 +307,22 @@ impl<P, S, F> Machine<P, S, F> {
     #[cold]
     #[inline(never)]
     fn report_bounded(&mut self, before: usize, took_in: bool) {
-        let after = self.io.held_count();
+        let after = self.io.mailbox.len();
         let dropped = self.io.take_dropped();
         if after == before && !took_in && !dropped {
             // Nothing came in or went out: the count is still right.
             return;
         }
         let Some(ctx) = &self.ctx else { return };
-        let Some(held) = self.io.held() else {
-            // Nothing ever came in, so nothing is counted: a drop owed with no
-            // message held (see `Io::take_in_late`).
-            return;
-        };
-        let counted = held.iter().filter(|m| !m.payload.is_signal()).count();
+        let counted = self
+            .io
+            .mailbox
+            .iter()
+            .filter(|m| !m.payload.is_signal())
+            .count();
         ctx.report_held(counted);
         if after != before || after != 0 || dropped {
-            ctx.publish_held(held);
+            ctx.publish_held(&self.io.mailbox);
         }
     }
 
@@ -400,7 +400,7 @@ where
         let future = unsafe { Pin::new_unchecked(future) };
         // The buffer of messages not received yet, before and after taking in this
         // step's: what `publish_held` compares against.
-        let held_before = self.io.held_count();
+        let held_before = self.io.mailbox.len();
         // The completion of the yield waiting alone, if it comes first (as it does
         // alone): handed to its suspension point from here, it needs no slot (see
         // `io::Direct`).
@@ -412,7 +412,7 @@ where
             // a message) comes back here and is dropped.
             drop(self.io.take_in(event, &mut direct));
         }
-        let took_in_messages = self.io.held_count() != held_before;
+        let took_in_messages = self.io.mailbox.len() != held_before;
         self.io.suspended = false;
         // The suspension points write the yields, withdrawals and where they wait
         // into `out` themselves.
@@ -459,9 +459,9 @@ where
     fn close(&mut self) {
         // Messages taken in that no `recv!` received are dead letters (see
         // `engine/dead_letters.rs`): one branch on the buffer when there are none.
-        if let Some(held) = self.io.held_mut().filter(|held| !held.is_empty()) {
+        if !self.io.mailbox.is_empty() {
             if let Some(ctx) = &self.ctx {
-                ctx.hand_over_unreceived(held);
+                ctx.hand_over_unreceived(&mut self.io.mailbox);
             }
         }
         self.finish();

@@ -813,10 +813,7 @@ impl<F: Filter> Recv<F> {
         out: &mut StepOutput,
         dropped: &mut Option<Result<Payload, YieldError>>,
     ) -> Poll<Result<F::Output, RecvError>> {
-        match io
-            .held_mut()
-            .and_then(|held| take_message(&mut self.filter, held))
-        {
+        match take_message(&mut self.filter, &mut io.mailbox) {
             Some(message) => {
                 if let Some(timer) = self.take_timer() {
                     *dropped = io.abandon(out, timer);
@@ -848,10 +845,7 @@ impl<F: Filter> Future for Recv<F> {
                 if matches!(this.deadline, Deadline::Timer(_)) {
                     return Quick::Other;
                 }
-                if let Some(message) = io
-                    .held_mut()
-                    .and_then(|held| take_message(&mut this.filter, held))
-                {
+                if let Some(message) = take_message(&mut this.filter, &mut io.mailbox) {
                     return Quick::Message(message);
                 }
                 if !matches!(this.deadline, Deadline::None) || io.cancel_pending() {

@@ -428,5 +428,5 @@ pub fn spawn_linked<P: IntoProcess, I: IntoPayloads>(
 /// Outside a step of a `#[process]` process.
 #[track_caller]
 pub fn mailbox_len() -> usize {
-    io::with("wsched::this::mailbox_len()", |io| io.held_count())
+    io::with("wsched::this::mailbox_len()", |io| io.mailbox.len())
 }
