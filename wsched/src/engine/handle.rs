@@ -206,21 +206,23 @@ impl ParkedHandles {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::engine::context::Context;
-    use crate::engine::process::{Events, Process, Status, StepOutput};
-    use crate::error::{InitError, StepError};
-    use crate::payload::Payloads;
-    use crate::Scheduler;
+    use crate::{process, this, BoxError, Scheduler};
 
     fn strong(handle: &Handle) -> usize {
         Arc::strong_count(&handle.shared)
     }
 
-    #[test]
-    fn parked_counts_are_taken_in_batches_and_all_given_back() {
+    /// A scheduler (kept alive by the caller), a handle to it and its count now.
+    fn counted_handle() -> (Scheduler, Handle, usize) {
         let scheduler = Scheduler::builder().workers(1).build().expect("builds");
         let handle = scheduler.handle();
         let before = strong(&handle);
+        (scheduler, handle, before)
+    }
+
+    #[test]
+    fn parked_counts_are_taken_in_batches_and_all_given_back() {
+        let (_scheduler, handle, before) = counted_handle();
         let parked = ParkedHandles::new();
         parked.park((0..5).map(|_| handle.clone()));
         assert_eq!(strong(&handle), before + 5, "parking keeps the counts");
@@ -240,9 +242,7 @@ mod tests {
 
     #[test]
     fn threads_parking_and_taking_at_once_lose_and_double_no_count() {
-        let scheduler = Scheduler::builder().workers(1).build().expect("builds");
-        let handle = scheduler.handle();
-        let before = strong(&handle);
+        let (_scheduler, handle, before) = counted_handle();
         let parked = ParkedHandles::new();
         std::thread::scope(|scope| {
             for thread in 0..4 {
@@ -250,8 +250,9 @@ mod tests {
                 scope.spawn(move || {
                     let mut kept: Vec<Handle> = Vec::new();
                     for round in 0..20_000 {
-                        // Half the threads end more cells than they make: they park;
-                        // the others take, as a spawning worker does.
+                        // A third of the rounds take a batch back, as a spawning
+                        // worker does; the others add a handle, as an ending worker
+                        // does, and park half when sixteen are kept.
                         if (round + thread) % 3 == 0 {
                             parked.take(handle, &mut kept, 7);
                         } else {
@@ -275,40 +276,28 @@ mod tests {
         );
     }
 
-    /// Spawns `n` children that end at once, then ends.
-    struct Burst {
-        n: u32,
-        ctx: Option<Context>,
+    /// Spawns `n` children that end at once, so that the other worker steals and
+    /// ends many of them: it parks their handles, and the spawner takes them back.
+    struct Burst;
+
+    // The macro works inside the runtime crate too (`extern crate self as wsched`).
+    #[process]
+    impl Burst {
+        #[entry]
+        fn run(&mut self, n: u32) -> Result<(), BoxError> {
+            for _ in 0..n {
+                this::spawn_detached(Child, "run", ())?;
+            }
+            Ok(())
+        }
     }
 
     struct Child;
 
-    impl Process for Child {
-        fn init(&mut self, _: Context, _: &str, _: Payloads) -> Result<(), InitError> {
-            Ok(())
-        }
-
-        fn step(&mut self, _: Events<'_>, out: &mut StepOutput) -> Result<(), StepError> {
-            out.set_status(Status::Done(Payload::unit()));
-            Ok(())
-        }
-    }
-
-    impl Process for Burst {
-        fn init(&mut self, ctx: Context, _: &str, _: Payloads) -> Result<(), InitError> {
-            self.ctx = Some(ctx);
-            Ok(())
-        }
-
-        fn step(&mut self, _: Events<'_>, out: &mut StepOutput) -> Result<(), StepError> {
-            let ctx = self.ctx.as_ref().expect("initialised");
-            for _ in 0..self.n {
-                ctx.spawn_detached(Child, "run", ())
-                    .map_err(StepError::new)?;
-            }
-            out.set_status(Status::Done(Payload::unit()));
-            Ok(())
-        }
+    #[process]
+    impl Child {
+        #[entry]
+        fn run(&mut self) {}
     }
 
     #[test]
@@ -317,14 +306,7 @@ mod tests {
         let state = Arc::downgrade(&scheduler.handle().shared);
         for _ in 0..4 {
             let pid = scheduler
-                .spawn(
-                    Burst {
-                        n: 10_000,
-                        ctx: None,
-                    },
-                    "run",
-                    (),
-                )
+                .spawn(Burst, "run", (10_000_u32,))
                 .expect("spawns");
             scheduler.wait(pid).expect("ends");
         }
