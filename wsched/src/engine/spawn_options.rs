@@ -105,8 +105,6 @@ impl SpawnOptions {
         self.detached
     }
 
-    /// Applies these options to a process not spawned yet. Detaching adds to what
-    /// the process was made with; it never makes a detached process joinable.
     /// Records the process's history (the `sim` feature): its entry and arguments,
     /// and for each step the events it received and the commands it yielded, with
     /// their values where a codec is registered
@@ -130,6 +128,8 @@ impl SpawnOptions {
         self.record_history
     }
 
+    /// Applies these options to a process not spawned yet. Detaching adds to what
+    /// the process was made with; it never makes a detached process joinable.
     pub(crate) fn apply(self, mut process: NewProcess) -> NewProcess {
         #[cfg(feature = "sim")]
         if self.record_history {
