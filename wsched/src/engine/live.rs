@@ -16,10 +16,13 @@
 //!   `Shared::spawn`). So every spawn that went ahead has its `add` visible to
 //!   shutdown's reads, while an `end` may not be visible yet: the sum it reads can
 //!   only be too high, never too low, and it reads zero only when every process that
-//!   went ahead has ended. An end that makes the sum zero must wake it: ends fence,
-//!   then look at a `draining` flag that shutdown raises (and fences) before it
-//!   first reads, and wake it under its lock when it is up — either the end sees the
-//!   flag, or shutdown's read sees the end.
+//!   went ahead has ended. An end that makes the sum zero should wake it: ends look
+//!   at a `draining` flag that shutdown raises before it first reads, and wake it
+//!   under its lock when it is up. Without a fence between an end's count and its
+//!   look at the flag (it was a locked instruction per process), an end racing the
+//!   raising of the flag may miss it while shutdown misses the end; so shutdown
+//!   does not rely on being woken: it reads the counts again every
+//!   [`RECHECK`] while it waits. Such a race costs a shutdown at most that long.
 //! * **Metrics**, which read the counts one by one and may see a spawn on one worker
 //!   but not its end on another, or the reverse: a reader that is ordered after an
 //!   end (it received the result) sees it, and the sum is clamped at zero.
@@ -28,7 +31,12 @@ use crossbeam_utils::CachePadded;
 
 use crate::engine::worker::Caller;
 use crate::sync::{fence, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How often shutdown reads the counts again while it waits for them to reach
+/// zero, in case the end that got there did not see it waiting (see the module
+/// docs).
+const RECHECK: Duration = Duration::from_millis(1);
 
 pub(crate) struct LiveCount {
     workers: Box<[CachePadded<AtomicUsize>]>,
@@ -57,14 +65,17 @@ impl LiveCount {
         self.change(caller, 1);
     }
 
-    /// One process fewer; wakes shutdown if it is waiting.
+    /// One process fewer; wakes shutdown if it is waiting (or lets it find out by
+    /// itself: see the module docs).
     #[inline]
     pub(crate) fn end(&self, caller: Caller) {
         self.change(caller, 1_usize.wrapping_neg());
-        // Pairs with the fence in `wait_zero`: either this load sees `draining`, or
-        // that side's reads see the change above.
+        // loom's condition variable cannot time out, so a model cannot recheck:
+        // there the end fences, as it did, and shutdown is always woken (a model
+        // whose end misses it would hang).
+        #[cfg(loom)]
         fence(Ordering::SeqCst);
-        if self.draining.load(Ordering::SeqCst) {
+        if self.draining.load(Ordering::Relaxed) {
             self.wake();
         }
     }
@@ -113,10 +124,19 @@ impl LiveCount {
     /// Called by shutdown after spawns stopped being accepted.
     pub(crate) fn wait_zero(&self, deadline: Instant) -> bool {
         self.draining.store(true, Ordering::SeqCst);
+        // Pairs with the fence of an end under loom (once per shutdown, so kept
+        // outside it too).
         fence(Ordering::SeqCst);
         let mut guard = self.lock.lock();
         while self.get() > 0 {
-            if self.zero.wait_until(&mut guard, deadline).timed_out() {
+            // Woken by the end that gets there, or reading again a little later.
+            let recheck = Instant::now() + RECHECK;
+            if self
+                .zero
+                .wait_until(&mut guard, deadline.min(recheck))
+                .timed_out()
+                && Instant::now() >= deadline
+            {
                 return self.get() == 0;
             }
         }

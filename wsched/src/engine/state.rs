@@ -257,6 +257,16 @@ impl State {
         }
     }
 
+    /// RUNNING → READY for a process being spawned, before its cell is published:
+    /// nobody else can reach the word yet (no notifier, no shutdown), so a plain
+    /// store does what [`finish_step`](Self::finish_step)'s CAS would, without the
+    /// locked instruction. Publishing the cell (the PID table's lock, the queue)
+    /// orders it before anyone else's access.
+    pub(crate) fn make_ready_unshared(&self) {
+        debug_assert_eq!(self.0.load(Ordering::Relaxed), RUNNING, "a fresh spawn");
+        self.0.store(READY, Ordering::Release);
+    }
+
     /// Shutdown stopping the process. A process nobody is stepping (waiting, or READY
     /// in a queue) is taken over: [`StopRequest::Claimed`], the caller now owns it
     /// and ends it. A RUNNING one gets the STOP flag, which the closing CAS of its

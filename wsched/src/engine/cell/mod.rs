@@ -747,8 +747,8 @@ impl NewProcess {
         match initialised {
             Ok(()) => {
                 <Layers as Instrument>::initialised(&owned);
-                let ready = matches!(owned.finish_step(Suspend::Continue), Ok(true));
-                debug_assert!(ready, "nobody else can reach an unpublished cell");
+                // Not published yet: nobody else can reach its state.
+                owned.release().state.make_ready_unshared();
                 Ok(Spawned { cell, for_table })
             }
             Err(error) => {

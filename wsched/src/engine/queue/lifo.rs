@@ -12,16 +12,21 @@
 //! * The slot holds either nothing (a null pointer) or one task, as the thin
 //!   pointer [`SlotTask::into_raw`] made of it (for an `Arc`, its strong count),
 //!   which the slot owns.
-//! * Every access is a single atomic `swap`: `put` swaps a task in, `take` swaps
-//!   null in. Each pointer that is swapped in is therefore swapped out exactly once,
-//!   by whoever's swap returned it, who turns it back into the task with
+//! * Only the owner puts a task in; the owner and thieves take it out, each by one
+//!   atomic `swap` of null. So a task put in is taken out exactly once, by whoever's
+//!   swap returned it, who turns it back into the task with
 //!   [`SlotTask::from_raw`]: a task is never lost, duplicated or dropped twice.
-//! * Swaps are `AcqRel`: the release half publishes the task (and everything its
-//!   waker wrote before queueing it) to whoever takes it; the acquire half makes the
+//! * `put` into a slot its owner sees empty is a plain store: nobody but the owner
+//!   makes the slot non-null, so nothing can fill it between that load and the
+//!   store (a thief's swap there finds null and writes null). A slot seen full is
+//!   swapped, as the task in it may be being stolen. A spawn or a wake-up into an
+//!   empty slot, the common case, costs no locked instruction.
+//! * The store and the swaps release the task (and everything its waker wrote
+//!   before queueing it) to whoever takes it; the swaps' acquire half makes the
 //!   taker see it.
 //!
-//! The owner puts and takes; thieves only take (see `worker.rs` for when they may).
-//! The slot never blocks and never allocates.
+//! See `worker.rs` for when thieves may take. The slot never blocks and never
+//! allocates.
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -76,9 +81,16 @@ impl<T: SlotTask> LifoSlot<T> {
         }
     }
 
-    /// Puts `task` into the slot; returns the task it held before, if any.
+    /// Puts `task` into the slot; returns the task it held before, if any. Called
+    /// by the slot's owner only (see the invariants).
     pub(crate) fn put(&self, task: T) -> Option<T> {
         let new = task.into_raw();
+        if self.task.load(Ordering::Relaxed).is_null() {
+            // Only this thread makes the slot non-null: it stays empty until this
+            // store (see the invariants).
+            self.task.store(new, Ordering::Release);
+            return None;
+        }
         let previous = self.task.swap(new, Ordering::AcqRel);
         // SAFETY: a non-null value in the slot came from `into_raw` in `put`, and our
         // swap removed it, so we own it (see the invariants).

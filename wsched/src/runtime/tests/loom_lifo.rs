@@ -1,5 +1,6 @@
-//! loom model of the stealable LIFO slot (`queue/lifo.rs`): an owner that puts and
-//! takes, a thief that takes. Every task put is taken exactly once — by the owner,
+//! loom model of the stealable LIFO slot (`queue/lifo.rs`): an owner that puts (by a
+//! plain store into a slot it sees empty, by a swap into one it sees full) and
+//! takes, a thief that takes twice. Every task put is taken exactly once — by the owner,
 //! the thief, or the slot's drop — whatever the interleaving.
 
 use std::sync::Arc;
@@ -26,10 +27,15 @@ fn every_task_put_is_taken_exactly_once() {
         let taken_by_thief = Arc::new(AtomicUsize::new(0));
         let thief = {
             let (slot, taken) = (slot.clone(), taken_by_thief.clone());
+            // Twice: a thief may come back to a slot the owner refilled, and its
+            // swap may find null between the owner's look at an empty slot and its
+            // plain store (see `put`).
             loom::thread::spawn(move || {
-                if let Some(task) = slot.take() {
-                    taken.fetch_add(1, Ordering::SeqCst);
-                    drop(task);
+                for _ in 0..2 {
+                    if let Some(task) = slot.take() {
+                        taken.fetch_add(1, Ordering::SeqCst);
+                        drop(task);
+                    }
                 }
             })
         };
