@@ -196,6 +196,7 @@ mod services;
 #[cfg(feature = "sim")]
 pub mod sim;
 mod spin_lock;
+mod spin_rwlock;
 pub mod supervisor;
 mod tag;
 mod time;

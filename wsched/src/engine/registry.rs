@@ -26,7 +26,12 @@ use crate::pid::{Pid, MAX_GENERATION};
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{AtomicUsize, Mutex, Ordering, RwLock, UnsafeCell};
+#[cfg(not(loom))]
+use crate::spin_rwlock::SpinRwLock as RwLock;
+// Under loom, loom's lock stands in for the spin lock (see `spin_rwlock.rs`).
+#[cfg(loom)]
+use crate::sync::RwLock;
+use crate::sync::{AtomicUsize, Mutex, Ordering, UnsafeCell};
 
 const SHARDS: usize = 64;
 

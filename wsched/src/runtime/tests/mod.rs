@@ -39,6 +39,8 @@ mod loom_scheduler;
 #[cfg(loom)]
 mod loom_spin_lock;
 #[cfg(loom)]
+mod loom_spin_rwlock;
+#[cfg(loom)]
 mod loom_state;
 #[cfg(loom)]
 mod loom_timed;
