@@ -40,6 +40,16 @@
 //!   the process with it; shutdown (or a kill, or a link) that claimed it gives it
 //!   back. So a wake-up and the step before it cost no reference-count traffic, two
 //!   locked instructions on the process's line fewer per message.
+//! * **Pending events.** A READY process carries [`PENDING`] when an event was
+//!   pushed into its mailbox since it last took its events: the notifier that makes
+//!   it READY sets it in the same CAS, a notifier that finds it READY without it
+//!   sets it (the first one only: later ones see it and only load), and the closing
+//!   CAS of a step during which events arrived (a wake flag) sets it. The worker's
+//!   CAS to RUNNING reads and clears it, and takes the mailbox's events (its lock)
+//!   only when it was set: a process spawned and run with nothing sent to it, most
+//!   of a spawn-heavy program, skips its mailbox. An event pushed whose notifier has
+//!   not run yet when the flag was read is not lost: that notifier finds the process
+//!   RUNNING and sets a wake flag, as for any event during a step.
 //! * **Wake rules.** A process waiting for yields is woken by a completion or a
 //!   cancel, not by a message (the message waits in the mailbox for the next step); a
 //!   process waiting for a message is woken by anything.
@@ -90,6 +100,9 @@ const FLAGS: u32 = WOKEN_BY_COMPLETION | WOKEN_BY_MESSAGE | WOKEN_BY_CANCEL;
 const ORPHANED: u32 = 1 << 6;
 /// Set (with RUNNING) by shutdown: end the process when its step returns.
 const STOP: u32 = 1 << 7;
+/// Set (with READY) while the mailbox may hold events the process has not taken
+/// (see "Pending events" in the module docs).
+const PENDING: u32 = 1 << 8;
 
 /// What [`State::request_stop`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,9 +215,12 @@ impl State {
                 RUNNING if current & kind.flag() != 0 => return false,
                 RUNNING => current | kind.flag(),
                 WAITING_YIELDS if kind == EventKind::Message => return false,
-                WAITING_YIELDS | WAITING_MESSAGE => READY,
-                // READY: already queued, the next step drains the mailbox.
-                // DONE: nobody will read it; the mailbox was closed first.
+                WAITING_YIELDS | WAITING_MESSAGE => READY | PENDING,
+                // READY: already queued; its worker takes the mailbox's events
+                // when told there are some.
+                READY if current & PENDING == 0 => current | PENDING,
+                // READY and told already; DONE: nobody will read it, the mailbox
+                // was closed first.
                 _ => return false,
             };
             // AcqRel: the successful CAS publishes the mailbox push (release) and the
@@ -213,18 +229,33 @@ impl State {
                 .0
                 .compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire)
             {
-                Ok(_) => return next == READY,
+                Ok(_) => return current & STATE_MASK != READY && next & STATE_MASK == READY,
                 Err(actual) => current = actual,
             }
         }
     }
 
-    /// READY → RUNNING, by the worker that popped the process. Returns false if the
-    /// process was not READY (a broken invariant; the caller skips it).
-    pub(crate) fn start_running(&self) -> bool {
-        self.0
-            .compare_exchange(READY, RUNNING, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
+    /// READY → RUNNING, by the worker that popped the process: `Some(pending)`,
+    /// whether its mailbox may hold events for it (see "Pending events" in the
+    /// module docs). `None` if the process was not READY (claimed by shutdown, a
+    /// link or a kill; the caller skips it).
+    #[inline]
+    pub(crate) fn start_running(&self) -> Option<bool> {
+        let mut current = self.0.load(Ordering::Acquire);
+        loop {
+            if current & STATE_MASK != READY {
+                return None;
+            }
+            // Acquire: the step sees what its notifiers pushed (their CASes
+            // released it) and what its last owner did.
+            match self
+                .0
+                .compare_exchange(current, RUNNING, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Some(current & PENDING != 0),
+                Err(actual) => current = actual,
+            }
+        }
     }
 
     /// Leaves RUNNING after a step: READY again when it asked to continue or an event
@@ -238,11 +269,13 @@ impl State {
                 return AfterStep::Stop;
             }
             let flags = current & FLAGS;
+            // Events that arrived during the step are pending for the next.
+            let ready = if flags != 0 { READY | PENDING } else { READY };
             let next = match suspend {
-                Suspend::Continue => READY,
-                Suspend::Yields if flags & (WOKEN_BY_COMPLETION | WOKEN_BY_CANCEL) != 0 => READY,
+                Suspend::Continue => ready,
+                Suspend::Yields if flags & (WOKEN_BY_COMPLETION | WOKEN_BY_CANCEL) != 0 => ready,
                 Suspend::Yields => WAITING_YIELDS,
-                Suspend::Message if flags != 0 => READY,
+                Suspend::Message if flags != 0 => ready,
                 Suspend::Message => WAITING_MESSAGE,
             };
             // Release: the step's writes to the body must be visible to the next owner.
@@ -250,7 +283,7 @@ impl State {
                 .0
                 .compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire)
             {
-                Ok(_) if next == READY => return AfterStep::Ready,
+                Ok(_) if next & STATE_MASK == READY => return AfterStep::Ready,
                 Ok(_) => return AfterStep::Waiting,
                 Err(actual) => current = actual,
             }
@@ -360,7 +393,7 @@ mod tests {
     #[test]
     fn a_message_does_not_wake_a_process_waiting_for_yields() {
         let s = State::new_ready();
-        assert!(s.start_running());
+        assert!(s.start_running().is_some());
         assert_eq!(AfterStep::Waiting, s.finish_step(Suspend::Yields));
         assert!(!s.notify(EventKind::Message));
         assert_eq!(s.snapshot(), ProcessState::WaitingForYields);
@@ -374,7 +407,7 @@ mod tests {
     fn anything_wakes_a_process_waiting_for_a_message() {
         for kind in [EventKind::Message, EventKind::Completion, EventKind::Cancel] {
             let s = State::new_ready();
-            assert!(s.start_running());
+            assert!(s.start_running().is_some());
             assert_eq!(AfterStep::Waiting, s.finish_step(Suspend::Message));
             assert!(s.notify(kind), "{kind:?}");
         }
@@ -383,36 +416,36 @@ mod tests {
     #[test]
     fn events_during_a_step_set_the_wake_flag() {
         let s = State::new_ready();
-        assert!(s.start_running());
+        assert!(s.start_running().is_some());
         assert!(!s.notify(EventKind::Message));
         // A message flag does not keep a process waiting for yields awake...
         assert_eq!(AfterStep::Waiting, s.finish_step(Suspend::Yields));
         assert!(s.notify(EventKind::Cancel));
-        assert!(s.start_running());
+        assert!(s.start_running().is_some());
         assert!(!s.notify(EventKind::Completion));
         // ...a completion flag does, and the flags are cleared by the transition.
         assert_eq!(AfterStep::Ready, s.finish_step(Suspend::Yields));
-        assert!(s.start_running());
+        assert!(s.start_running().is_some());
         assert_eq!(AfterStep::Waiting, s.finish_step(Suspend::Yields));
     }
 
     #[test]
     fn done_is_final_and_a_waiting_process_is_claimed_for_stop() {
         let s = State::new_ready();
-        assert!(s.start_running());
+        assert!(s.start_running().is_some());
         assert_eq!(AfterStep::Waiting, s.finish_step(Suspend::Message));
         assert_eq!(s.request_stop(), StopRequest::Claimed { waiting: true });
         s.set_done();
         assert!(s.is_done());
         assert!(!s.notify(EventKind::Message));
-        assert!(!s.start_running());
+        assert!(s.start_running().is_none());
         assert_eq!(s.request_stop(), StopRequest::Done);
     }
 
     #[test]
     fn a_running_process_flagged_for_stop_stays_with_its_worker() {
         let s = State::new_ready();
-        assert!(s.start_running());
+        assert!(s.start_running().is_some());
         assert_eq!(s.request_stop(), StopRequest::Flagged);
         assert_eq!(s.request_stop(), StopRequest::Flagged, "idempotent");
         assert!(!s.notify(EventKind::Completion));
@@ -425,14 +458,14 @@ mod tests {
     fn a_ready_process_claimed_for_stop_is_skipped_by_its_worker() {
         let s = State::new_ready();
         assert_eq!(s.request_stop(), StopRequest::Claimed { waiting: false });
-        assert!(!s.start_running());
+        assert!(s.start_running().is_none());
     }
 
     #[test]
     fn only_an_orphan_is_reclaimed_and_it_stays_running() {
         let s = State::new_ready();
         assert!(!s.reclaim_orphan());
-        assert!(s.start_running());
+        assert!(s.start_running().is_some());
         assert!(!s.reclaim_orphan());
         s.mark_orphaned();
         // Events arriving meanwhile set their wake flag as for any running process.

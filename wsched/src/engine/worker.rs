@@ -898,7 +898,7 @@ pub(crate) fn run_task(
 ) {
     let shared = handle.shared();
     let task = slot.as_ref().expect("the worker passes a task");
-    let Some(mut owned) = task.start_running() else {
+    let Some((mut owned, pending)) = task.start_running() else {
         // Shutdown, a link's failure or a kill stopped it while it sat in a queue (see
         // `State::request_stop`): it is DONE, or RUNNING while whoever claimed it
         // finishes it.
@@ -919,7 +919,11 @@ pub(crate) fn run_task(
     // during a step (its worker refreshes it between steps), so a second stamp
     // would write the same value.
     task.stamp(shared.clock.now());
-    owned.take_events(events);
+    // Nothing was pushed since it last took its events (a process spawned and run
+    // before anyone sent to it): no need to lock its mailbox.
+    if pending {
+        owned.take_events(events);
+    }
     // The references of this run's completers (see `RefStock`); given back when the
     // run ends, before the task is handed on.
     let mut stock = RefStock::new(task);

@@ -509,8 +509,12 @@ impl Header {
 }
 
 impl ProcessCell {
-    pub(crate) fn start_running(&self) -> Option<Owned<'_>> {
-        self.state.start_running().then(|| Owned { cell: self })
+    /// READY → RUNNING: the owner's token, and whether the mailbox may hold events
+    /// for the process (see "Pending events" in `state.rs`).
+    #[inline]
+    pub(crate) fn start_running(&self) -> Option<(Owned<'_>, bool)> {
+        let pending = self.state.start_running()?;
+        Some((Owned { cell: self }, pending))
     }
 
     /// Shutdown stopping the process: `Some` when the caller took it over and must
@@ -1457,7 +1461,7 @@ mod tests {
         let cell = unsafe { CellRef::from_thin(thin) };
         assert_eq!(cell.pid(), Pid::from_raw(9));
         assert_eq!(CellRef::count(&cell), 1);
-        let mut owned = cell.start_running().expect("READY");
+        let (mut owned, _) = cell.start_running().expect("READY");
         let seen = owned.with_body(|body| {
             // The vtable is the body's: `Counted`'s alignment and size survive.
             (std::mem::align_of_val(body), std::mem::size_of_val(body))
@@ -1591,7 +1595,7 @@ mod tests {
         // The block went back to the recycler despite the panic.
         let again = ProcessCell::ready(Pid::from_raw(2), None, "run", false, Bomb);
         assert_eq!(CellRef::as_ptr(&again).cast::<u8>(), address);
-        let mut owned = again.start_running().expect("READY");
+        let (mut owned, _) = again.start_running().expect("READY");
         assert!(
             owned.drop_body().is_err(),
             "the second bomb goes off in a guarded drop"

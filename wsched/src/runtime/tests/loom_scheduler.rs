@@ -248,7 +248,7 @@ fn a_withdrawn_wait_racing_the_end_of_its_process_loses_nothing() {
         let finisher = {
             let cell = cell.clone();
             loom::thread::spawn(move || {
-                let mut owned = cell.start_running().expect("READY");
+                let (mut owned, _) = cell.start_running().expect("READY");
                 drop(owned.close_mailbox());
                 owned.finish(Ok(Payload::new(7_u64)))
             })
