@@ -39,13 +39,8 @@
 
 use std::ops::{Deref, DerefMut};
 
+use crate::sync::guard_access::Exclusive;
 use crate::sync::{spin_loop, thread, AtomicBool, Ordering, UnsafeCell};
-
-/// The guard's access to the value (loom tracks it while the guard lives).
-#[cfg(not(loom))]
-type Access<T> = *mut T;
-#[cfg(loom)]
-type Access<T> = loom::cell::MutPtr<T>;
 
 /// The lock of a process's mailbox (see the module docs for loom's).
 #[cfg(not(loom))]
@@ -96,7 +91,7 @@ impl<T> SpinLock<T> {
         }
         SpinLockGuard {
             lock: self,
-            access: self.access(),
+            access: Exclusive::of(&self.value),
         }
     }
 
@@ -129,17 +124,6 @@ impl<T> SpinLock<T> {
         // SAFETY: `&mut self` excludes every guard and every other access.
         self.value.with_mut(|value| unsafe { &mut *value })
     }
-
-    #[cfg(not(loom))]
-    #[inline]
-    fn access(&self) -> Access<T> {
-        self.value.with_mut(|value| value)
-    }
-
-    #[cfg(loom)]
-    fn access(&self) -> Access<T> {
-        self.value.get_mut()
-    }
 }
 
 impl<T: Default> Default for SpinLock<T> {
@@ -151,7 +135,7 @@ impl<T: Default> Default for SpinLock<T> {
 /// Holds the lock; unlocks when dropped.
 pub(crate) struct SpinLockGuard<'a, T> {
     lock: &'a SpinLock<T>,
-    access: Access<T>,
+    access: Exclusive<T>,
 }
 
 impl<T> Deref for SpinLockGuard<'_, T> {
@@ -161,32 +145,15 @@ impl<T> Deref for SpinLockGuard<'_, T> {
     fn deref(&self) -> &T {
         // SAFETY: this guard is the only one (see the module's invariants), and it
         // borrows the lock, so the value is alive and nobody else accesses it.
-        #[cfg(not(loom))]
-        unsafe {
-            &*self.access
-        }
-        // SAFETY: as above.
-        #[cfg(loom)]
-        unsafe {
-            self.access.deref()
-        }
+        unsafe { self.access.get() }
     }
 }
 
 impl<T> DerefMut for SpinLockGuard<'_, T> {
     #[inline]
     fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: as in `deref`; `&mut self` makes this the only reference made
-        // through the guard.
-        #[cfg(not(loom))]
-        unsafe {
-            &mut *self.access
-        }
-        // SAFETY: as above.
-        #[cfg(loom)]
-        unsafe {
-            self.access.deref()
-        }
+        // SAFETY: as in `deref`.
+        unsafe { self.access.get_mut() }
     }
 }
 

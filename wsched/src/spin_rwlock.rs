@@ -42,6 +42,7 @@
 
 use std::ops::{Deref, DerefMut};
 
+use crate::sync::guard_access::{Exclusive, Shared};
 use crate::sync::{spin_loop, thread, AtomicUsize, Ordering, UnsafeCell};
 
 /// Set while a writer holds the lock.
@@ -53,18 +54,6 @@ const WRITER_BITS: usize = WRITER | WRITER_WAITING;
 
 /// Spins this many times, re-reading the word, before yielding the thread.
 const SPINS_BEFORE_YIELD: u32 = 64;
-
-/// A reader's access to the value (loom tracks it while the guard lives).
-#[cfg(not(loom))]
-type ReadAccess<T> = *const T;
-#[cfg(loom)]
-type ReadAccess<T> = loom::cell::ConstPtr<T>;
-
-/// A writer's access to the value.
-#[cfg(not(loom))]
-type WriteAccess<T> = *mut T;
-#[cfg(loom)]
-type WriteAccess<T> = loom::cell::MutPtr<T>;
 
 /// A reader-writer lock that spins (see the module docs).
 pub(crate) struct SpinRwLock<T> {
@@ -116,7 +105,7 @@ impl<T> SpinRwLock<T> {
         }
         SpinReadGuard {
             lock: self,
-            access: self.read_access(),
+            access: Shared::of(&self.value),
         }
     }
 
@@ -150,7 +139,7 @@ impl<T> SpinRwLock<T> {
         }
         SpinWriteGuard {
             lock: self,
-            access: self.write_access(),
+            access: Exclusive::of(&self.value),
         }
     }
 
@@ -185,45 +174,17 @@ impl<T> SpinRwLock<T> {
     }
 
     /// The value, through the exclusive borrow of the lock: no locking.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn get_mut(&mut self) -> &mut T {
         // SAFETY: `&mut self` excludes every guard and every other access.
         self.value.with_mut(|value| unsafe { &mut *value })
-    }
-
-    #[cfg(not(loom))]
-    #[inline]
-    fn read_access(&self) -> ReadAccess<T> {
-        self.value.with(|value| value)
-    }
-
-    #[cfg(loom)]
-    fn read_access(&self) -> ReadAccess<T> {
-        self.value.get()
-    }
-
-    #[cfg(not(loom))]
-    #[inline]
-    fn write_access(&self) -> WriteAccess<T> {
-        self.value.with_mut(|value| value)
-    }
-
-    #[cfg(loom)]
-    fn write_access(&self) -> WriteAccess<T> {
-        self.value.get_mut()
-    }
-}
-
-impl<T: Default> Default for SpinRwLock<T> {
-    fn default() -> Self {
-        Self::new(T::default())
     }
 }
 
 /// Holds the lock for reading; unlocks when dropped.
 pub(crate) struct SpinReadGuard<'a, T> {
     lock: &'a SpinRwLock<T>,
-    access: ReadAccess<T>,
+    access: Shared<T>,
 }
 
 impl<T> Deref for SpinReadGuard<'_, T> {
@@ -233,15 +194,7 @@ impl<T> Deref for SpinReadGuard<'_, T> {
     fn deref(&self) -> &T {
         // SAFETY: while a read guard lives no writer is inside (see the invariants),
         // and the guard borrows the lock, so the value is alive and only read.
-        #[cfg(not(loom))]
-        unsafe {
-            &*self.access
-        }
-        // SAFETY: as above.
-        #[cfg(loom)]
-        unsafe {
-            self.access.deref()
-        }
+        unsafe { self.access.get() }
     }
 }
 
@@ -256,7 +209,7 @@ impl<T> Drop for SpinReadGuard<'_, T> {
 /// Holds the lock for writing; unlocks when dropped.
 pub(crate) struct SpinWriteGuard<'a, T> {
     lock: &'a SpinRwLock<T>,
-    access: WriteAccess<T>,
+    access: Exclusive<T>,
 }
 
 impl<T> Deref for SpinWriteGuard<'_, T> {
@@ -266,32 +219,15 @@ impl<T> Deref for SpinWriteGuard<'_, T> {
     fn deref(&self) -> &T {
         // SAFETY: this guard is the only one while it lives (see the invariants),
         // and it borrows the lock, so the value is alive and nobody else accesses it.
-        #[cfg(not(loom))]
-        unsafe {
-            &*self.access
-        }
-        // SAFETY: as above.
-        #[cfg(loom)]
-        unsafe {
-            self.access.deref()
-        }
+        unsafe { self.access.get() }
     }
 }
 
 impl<T> DerefMut for SpinWriteGuard<'_, T> {
     #[inline]
     fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: as in `deref`; `&mut self` makes this the only reference made
-        // through the guard.
-        #[cfg(not(loom))]
-        unsafe {
-            &mut *self.access
-        }
-        // SAFETY: as above.
-        #[cfg(loom)]
-        unsafe {
-            self.access.deref()
-        }
+        // SAFETY: as in `deref`.
+        unsafe { self.access.get_mut() }
     }
 }
 

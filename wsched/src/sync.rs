@@ -191,3 +191,108 @@ mod imp {
 }
 
 pub(crate) use imp::*;
+
+/// What a spin lock's guard holds to reach the value it guards: a raw pointer into
+/// the lock's cell, or under loom loom's tracked pointer, which reports a data race
+/// if two guards' accesses overlap or an unlock did not order them. Both spin
+/// locks' guards (`spin_lock.rs`, `spin_rwlock.rs`) hold one.
+pub(crate) mod guard_access {
+    use super::UnsafeCell;
+
+    /// Shared access, for a reader's guard.
+    pub(crate) struct Shared<T> {
+        #[cfg(not(loom))]
+        ptr: *const T,
+        #[cfg(loom)]
+        ptr: loom::cell::ConstPtr<T>,
+    }
+
+    /// Exclusive access, for a writer's (or a mutex's) guard.
+    pub(crate) struct Exclusive<T> {
+        #[cfg(not(loom))]
+        ptr: *mut T,
+        #[cfg(loom)]
+        ptr: loom::cell::MutPtr<T>,
+    }
+
+    impl<T> Shared<T> {
+        /// Access to `cell`'s value, for a guard its lock just handed out.
+        #[inline]
+        pub(crate) fn of(cell: &UnsafeCell<T>) -> Self {
+            #[cfg(not(loom))]
+            let ptr = cell.with(|value| value);
+            #[cfg(loom)]
+            let ptr = cell.get();
+            Self { ptr }
+        }
+
+        /// The value.
+        ///
+        /// # Safety
+        /// No exclusive access to the value exists while the returned reference
+        /// lives, and the cell outlives it (the guard's lock enforces both).
+        #[inline]
+        pub(crate) unsafe fn get(&self) -> &T {
+            // SAFETY: the caller's contract.
+            #[cfg(not(loom))]
+            unsafe {
+                &*self.ptr
+            }
+            // SAFETY: as above.
+            #[cfg(loom)]
+            unsafe {
+                self.ptr.deref()
+            }
+        }
+    }
+
+    impl<T> Exclusive<T> {
+        /// Access to `cell`'s value, for a guard its lock just handed out.
+        #[inline]
+        pub(crate) fn of(cell: &UnsafeCell<T>) -> Self {
+            #[cfg(not(loom))]
+            let ptr = cell.with_mut(|value| value);
+            #[cfg(loom)]
+            let ptr = cell.get_mut();
+            Self { ptr }
+        }
+
+        /// The value, shared.
+        ///
+        /// # Safety
+        /// No other access to the value exists while the returned reference lives,
+        /// and the cell outlives it (the guard's lock enforces both).
+        #[inline]
+        pub(crate) unsafe fn get(&self) -> &T {
+            // SAFETY: the caller's contract.
+            #[cfg(not(loom))]
+            unsafe {
+                &*self.ptr
+            }
+            // SAFETY: as above.
+            #[cfg(loom)]
+            unsafe {
+                self.ptr.deref()
+            }
+        }
+
+        /// The value, exclusively.
+        ///
+        /// # Safety
+        /// As for [`get`](Self::get); `&mut self` makes this the only reference made
+        /// through this access.
+        #[inline]
+        pub(crate) unsafe fn get_mut(&mut self) -> &mut T {
+            // SAFETY: the caller's contract.
+            #[cfg(not(loom))]
+            unsafe {
+                &mut *self.ptr
+            }
+            // SAFETY: as above.
+            #[cfg(loom)]
+            unsafe {
+                self.ptr.deref()
+            }
+        }
+    }
+}
