@@ -404,6 +404,31 @@ mod tests {
     }
 
     #[test]
+    fn a_process_knows_whether_events_wait_when_it_starts_a_step() {
+        // Spawned and run with nothing sent: no events to take.
+        let s = State::new_ready();
+        assert_eq!(s.start_running(), Some(false));
+        // Continued with nothing arriving during the step: none either.
+        assert_eq!(AfterStep::Ready, s.finish_step(Suspend::Continue));
+        assert_eq!(s.start_running(), Some(false));
+        // An event during the step: pending at the next start.
+        assert!(!s.notify(EventKind::Message));
+        assert_eq!(AfterStep::Ready, s.finish_step(Suspend::Continue));
+        assert_eq!(s.start_running(), Some(true));
+        // Sent to while queued: the first sender marks it, the queue is not told
+        // again (it is queued already), and the start sees it.
+        assert_eq!(AfterStep::Ready, s.finish_step(Suspend::Continue));
+        assert!(!s.notify(EventKind::Message));
+        assert!(!s.notify(EventKind::Completion));
+        assert_eq!(s.snapshot(), ProcessState::Ready);
+        assert_eq!(s.start_running(), Some(true));
+        // Woken from waiting: pending, as the event that woke it is in the mailbox.
+        assert_eq!(AfterStep::Waiting, s.finish_step(Suspend::Message));
+        assert!(s.notify(EventKind::Message));
+        assert_eq!(s.start_running(), Some(true));
+    }
+
+    #[test]
     fn anything_wakes_a_process_waiting_for_a_message() {
         for kind in [EventKind::Message, EventKind::Completion, EventKind::Cancel] {
             let s = State::new_ready();
