@@ -19,7 +19,7 @@
 //! `macro_yield`, `continue`, `ping`, `macro_ping`, `chain`, `skynet`) to run only
 //! those.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -142,6 +142,58 @@ impl Chain {
         }
         Ok(())
     }
+}
+
+/// Counts `left` down and ends.
+struct CountDown(Arc<AtomicUsize>);
+
+#[process]
+impl CountDown {
+    #[entry]
+    fn run(&mut self) {
+        self.0.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// Spawns `n` `CountDown`s (detached), by one `yield_all!` of `Spawn` or by a loop of
+/// `this::spawn_detached` calls.
+struct Fan;
+
+#[process]
+impl Fan {
+    #[entry]
+    fn all(&mut self, n: u32, left: Arc<AtomicUsize>) -> Result<(), BoxError> {
+        for pid in yield_all!((0..n).map(|_| Spawn::detached(CountDown(left.clone()), "run", ()))) {
+            pid?;
+        }
+        Ok(())
+    }
+
+    #[entry]
+    fn direct(&mut self, n: u32, left: Arc<AtomicUsize>) -> Result<(), BoxError> {
+        for _ in 0..n {
+            this::spawn_detached(CountDown(left.clone()), "run", ())?;
+        }
+        Ok(())
+    }
+}
+
+/// Nanoseconds per child of `Fan`s spawning about `children` in all, 10,000 each (as
+/// the suite's `spawn_many_inside`), one `Fan` after another.
+fn fan_per_child(s: &Scheduler, entry: &str, children: u32) -> f64 {
+    const EACH: u32 = 10_000;
+    let fans = (children / EACH).max(1);
+    let left = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    for _ in 0..fans {
+        left.store(EACH as usize, Ordering::Relaxed);
+        s.spawn_detached(Fan, entry, (EACH, left.clone()))
+            .expect("spawns");
+        while left.load(Ordering::Acquire) != 0 {
+            std::hint::spin_loop();
+        }
+    }
+    start.elapsed().as_nanos() as f64 / f64::from(fans * EACH)
 }
 
 /// One node of a skynet tree: ten children by `yield_all!` of `Spawn`, joined by
@@ -279,7 +331,7 @@ fn chain_per_link(s: &Scheduler, links: u32) -> f64 {
 }
 
 /// The measurements, by name.
-const CASES: [&str; 7] = [
+const CASES: [&str; 9] = [
     "yield",
     "macro_yield",
     "continue",
@@ -287,6 +339,8 @@ const CASES: [&str; 7] = [
     "macro_ping",
     "chain",
     "skynet",
+    "fan",
+    "fan_direct",
 ];
 
 fn main() {
@@ -349,6 +403,8 @@ fn main() {
             "macro_ping" => per_unit(&s, MacroPing, (n,), n),
             "chain" => chain_per_link(&s, n / 4),
             "skynet" => skynet_per_process(&s, n / 4),
+            "fan" => fan_per_child(&s, "all", n / 4),
+            "fan_direct" => fan_per_child(&s, "direct", n / 4),
             other => unreachable!("no case {other}"),
         }
     };
@@ -360,7 +416,8 @@ fn main() {
             }
         }
     }
-    let [hand_yield, macro_yield, continue_, hand_ping, macro_ping, chain, skynet] = best;
+    let [hand_yield, macro_yield, continue_, hand_ping, macro_ping, chain, skynet, fan, fan_direct] =
+        best;
     println!("{workers} worker(s), {n} units, minimum of 9 runs (ns per unit; NaN: not run):");
     println!(
         "  yield of a command completed at once: hand-written {hand_yield:.1}, #[process] {macro_yield:.1} ({:.2}x)",
@@ -373,4 +430,7 @@ fn main() {
     );
     println!("  spawn from inside, one link of a chain (spawn, run, end), #[process]: {chain:.1}");
     println!("  one process of a skynet tree (spawned, joined, summed), #[process]: {skynet:.1}");
+    println!(
+        "  one of 10,000 children spawned by one process (spawned, run, ended), #[process]: yield_all! of Spawn {fan:.1}, this::spawn_detached {fan_direct:.1}"
+    );
 }
