@@ -202,6 +202,9 @@ pub(crate) mod cache {
         /// How many blocks `bins` holds, updated under its lock: read without it,
         /// so that a thread finding nothing there does not take the lock to see it.
         blocks: AtomicUsize,
+        /// How many blocks full bins gave back to the allocator because this depot
+        /// had no room for them (the tests' accounts of every block).
+        given_back: AtomicUsize,
     }
 
     struct Bins([Bin; BINS]);
@@ -221,6 +224,7 @@ pub(crate) mod cache {
             Self {
                 bins: Mutex::new(Bins([Bin::UNUSED; BINS])),
                 blocks: AtomicUsize::new(0),
+                given_back: AtomicUsize::new(0),
             }
         }
 
@@ -230,6 +234,7 @@ pub(crate) mod cache {
             Self {
                 bins: Mutex::new(Bins([Bin::UNUSED; BINS])),
                 blocks: AtomicUsize::new(0),
+                given_back: AtomicUsize::new(0),
             }
         }
 
@@ -292,6 +297,13 @@ pub(crate) mod cache {
                 *bin = Bin::UNUSED;
             }
             self.blocks.store(0, Ordering::Relaxed);
+        }
+
+        /// How many blocks full bins gave back to the allocator, finding no room
+        /// here.
+        #[cfg(test)]
+        pub(crate) fn given_back(&self) -> usize {
+            self.given_back.load(Ordering::Relaxed)
         }
 
         #[cfg(test)]
@@ -381,6 +393,7 @@ pub(crate) mod cache {
                     // locked the depot to find it full (three locked instructions a
                     // process while 10,000 children of one spawner ended).
                     give_back_oldest(bin);
+                    depot.given_back.fetch_add(BATCH, Ordering::Relaxed);
                 }
                 // Within the capacity `enable` reserved: no allocation.
                 bin.blocks.push(block);
@@ -511,6 +524,14 @@ mod tests {
             BIN_CAPACITY - BATCH + 1,
             "a full bin that finds the depot full gives back its oldest batch"
         );
+        // Every block released is accounted for: none was refused (the bin always
+        // takes the block), so each is kept, in the depot, or given back by the bin.
+        let released = BIN_CAPACITY + 1 + 2 * DEPOT_CAPACITY + (BIN_CAPACITY - kept + 1);
+        assert_eq!(
+            cache::kept(layout) + depot.holds(layout) + depot.given_back(),
+            released
+        );
+        assert_eq!(depot.given_back() % BATCH, 0, "whole batches");
         assert_eq!(depot.holds(layout), DEPOT_CAPACITY);
         depot.empty();
         assert_eq!(depot.holds(layout), 0);

@@ -103,6 +103,7 @@ fn what_neither_a_full_bin_nor_a_full_depot_keeps_is_given_back() {
         // given back by the bins themselves, so every keep was taken.
         assert_eq!(depot.holds(layout()), 2);
         assert_eq!(ended, [(0, 2), (0, 2)]);
+        assert_eq!(depot.given_back(), 2);
         depot.empty();
     });
 }
