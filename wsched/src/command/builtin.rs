@@ -58,13 +58,7 @@ impl Spawn {
         input: I,
     ) -> Self {
         Self {
-            process: NewProcess::new(
-                process.into_process(),
-                method.name(),
-                input.into_payloads(),
-                false,
-            )
-            .stash(),
+            process: NewProcess::new(process, method.name(), input.into_payloads(), false).stash(),
         }
     }
 
@@ -75,13 +69,7 @@ impl Spawn {
         input: I,
     ) -> Self {
         Self {
-            process: NewProcess::new(
-                process.into_process(),
-                method.name(),
-                input.into_payloads(),
-                true,
-            )
-            .stash(),
+            process: NewProcess::new(process, method.name(), input.into_payloads(), true).stash(),
         }
     }
 
@@ -93,14 +81,9 @@ impl Spawn {
         input: I,
     ) -> Self {
         Self {
-            process: NewProcess::new(
-                process.into_process(),
-                method.name(),
-                input.into_payloads(),
-                false,
-            )
-            .link_to_parent()
-            .stash(),
+            process: NewProcess::new(process, method.name(), input.into_payloads(), false)
+                .link_to_parent()
+                .stash(),
         }
     }
 

@@ -211,12 +211,7 @@ impl Context {
         input: I,
         options: SpawnOptions,
     ) -> Result<Pid, SpawnError> {
-        let process = NewProcess::new(
-            process.into_process(),
-            method.name(),
-            input.into_payloads(),
-            false,
-        );
+        let process = NewProcess::new(process, method.name(), input.into_payloads(), false);
         self.backend()
             .spawn(Some(self.pid()), options.apply(process))
     }
@@ -243,8 +238,7 @@ impl Context {
         supervised: bool,
     ) -> Result<Pid, SpawnError> {
         let mut process =
-            NewProcess::new(process.into_process(), method, input.into_payloads(), false)
-                .link_to_parent();
+            NewProcess::new(process, method, input.into_payloads(), false).link_to_parent();
         if supervised {
             process = process.supervised();
         }
@@ -388,13 +382,8 @@ impl Context {
         method: impl EntryRef<P, I>,
         input: I,
     ) -> Result<Pid, SpawnError> {
-        let process = NewProcess::new(
-            process.into_process(),
-            method.name(),
-            input.into_payloads(),
-            false,
-        )
-        .link_to_parent();
+        let process =
+            NewProcess::new(process, method.name(), input.into_payloads(), false).link_to_parent();
         self.backend().spawn(Some(self.pid()), process)
     }
 
@@ -425,12 +414,7 @@ impl Context {
         input: impl IntoPayloads,
         detached: bool,
     ) -> Result<Pid, SpawnError> {
-        let process = NewProcess::new(
-            process.into_process(),
-            method,
-            input.into_payloads(),
-            detached,
-        );
+        let process = NewProcess::new(process, method, input.into_payloads(), detached);
         self.backend().spawn(Some(self.pid()), process)
     }
 }

@@ -532,12 +532,7 @@ impl Handle {
         input: I,
         options: SpawnOptions,
     ) -> Result<Pid, SpawnError> {
-        let process = NewProcess::new(
-            process.into_process(),
-            method.name(),
-            input.into_payloads(),
-            false,
-        );
+        let process = NewProcess::new(process, method.name(), input.into_payloads(), false);
         self.shared.spawn(self, None, options.apply(process))
     }
 
@@ -548,12 +543,7 @@ impl Handle {
         input: impl IntoPayloads,
         detached: bool,
     ) -> Result<Pid, SpawnError> {
-        let process = NewProcess::new(
-            process.into_process(),
-            method,
-            input.into_payloads(),
-            detached,
-        );
+        let process = NewProcess::new(process, method, input.into_payloads(), detached);
         self.shared.spawn(self, None, process)
     }
 

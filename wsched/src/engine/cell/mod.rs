@@ -14,7 +14,7 @@ use crate::engine::held::add_messages;
 use crate::engine::held::MessageCount;
 use crate::engine::hooks::{Instrument, Layers};
 use crate::engine::process::{
-    Event, Events, Message, Process, StepOutput, SuspendKind, SuspendPoint,
+    Event, Events, IntoProcess, Message, Process, StepOutput, SuspendKind, SuspendPoint,
 };
 use crate::engine::shared::Filler;
 use crate::engine::state::{AfterStep, EventKind, ProcessState, State, StopRequest, Suspend};
@@ -447,7 +447,7 @@ impl ProcessCell {
         detached: bool,
         body: P,
     ) -> CellRef {
-        let mut cell = Self::unspawned(body, entry, detached);
+        let mut cell = Self::unspawned(|| body, entry, detached);
         let header = &mut CellRef::get_mut(&mut cell).expect("just made").header;
         header.pid = pid;
         header.parent = parent;
@@ -457,26 +457,30 @@ impl ProcessCell {
 
     /// A RUNNING cell holding `process`, owned by whoever made it; no PID or
     /// scheduler yet.
-    fn unspawned<P: Process>(process: P, entry: &str, detached: bool) -> CellRef {
-        CellRef::new(ProcessCell::<P> {
-            header: Header {
-                refs: AtomicU32::new(1),
-                changed_at: std::sync::atomic::AtomicU32::new(0),
-                busy: std::sync::atomic::AtomicU64::new(0),
-                pid: Pid::UNSPAWNED,
-                handle: None,
-                parent: None,
-                entry: EntryName::new(entry),
-                state: State::new_running(),
-                mailbox: MailboxLock::new(Mailbox::new(Outcome::Pending { waiter: None })),
-                steps: AtomicU64::new(BODY_LIVE | if detached { DETACHED } else { 0 }),
-                suspended_at: UnsafeCell::new(None),
-                timers: TimerList::new(),
-                cell_type: CellType::of::<P>(),
-                span: <Layers as Instrument>::no_span(),
-            },
-            body: UnsafeCell::new(ManuallyDrop::new(process)),
-        })
+    fn unspawned<P: Process>(make: impl FnOnce() -> P, entry: &str, detached: bool) -> CellRef {
+        // SAFETY: the closure writes both fields of the cell, header and body, in
+        // place, and only moves values in (it does not unwind).
+        unsafe {
+            CellRef::new_in_place(|cell: *mut ProcessCell<P>| {
+                (&raw mut (*cell).header).write(Header {
+                    refs: AtomicU32::new(1),
+                    changed_at: std::sync::atomic::AtomicU32::new(0),
+                    busy: std::sync::atomic::AtomicU64::new(0),
+                    pid: Pid::UNSPAWNED,
+                    handle: None,
+                    parent: None,
+                    entry: EntryName::new(entry),
+                    state: State::new_running(),
+                    mailbox: MailboxLock::new(Mailbox::new(Outcome::Pending { waiter: None })),
+                    steps: AtomicU64::new(BODY_LIVE | if detached { DETACHED } else { 0 }),
+                    suspended_at: UnsafeCell::new(None),
+                    timers: TimerList::new(),
+                    cell_type: CellType::of::<P>(),
+                    span: <Layers as Instrument>::no_span(),
+                });
+                (&raw mut (*cell).body).write(UnsafeCell::new(ManuallyDrop::new(make())));
+            })
+        }
     }
 }
 
@@ -589,14 +593,16 @@ pub(crate) struct NewProcess {
 }
 
 impl NewProcess {
-    pub(crate) fn new<P: Process>(
-        process: P,
+    /// The unspawned process `process` (made into its cell's body in place: see
+    /// [`CellRef::new_in_place`]) to run entry `entry` with `input`.
+    pub(crate) fn new(
+        process: impl IntoProcess,
         entry: &str,
         input: Payloads,
         detached: bool,
     ) -> Self {
         Self {
-            cell: ProcessCell::unspawned(process, entry, detached),
+            cell: ProcessCell::unspawned(move || process.into_process(), entry, detached),
             input,
         }
     }
