@@ -458,10 +458,11 @@ impl ProcessCell {
     /// A RUNNING cell holding `process`, owned by whoever made it; no PID or
     /// scheduler yet.
     fn unspawned<P: Process>(make: impl FnOnce() -> P, entry: &str, detached: bool) -> CellRef {
-        // SAFETY: the closure writes both fields of the cell, header and body, in
-        // place, and only moves values in (it does not unwind).
+        // SAFETY: the closure writes both fields of the cell, body and header, in
+        // place; only `make` may unwind, and it runs before anything is written.
         unsafe {
             CellRef::new_in_place(|cell: *mut ProcessCell<P>| {
+                (&raw mut (*cell).body).write(UnsafeCell::new(ManuallyDrop::new(make())));
                 (&raw mut (*cell).header).write(Header {
                     refs: AtomicU32::new(1),
                     changed_at: std::sync::atomic::AtomicU32::new(0),
@@ -478,7 +479,6 @@ impl ProcessCell {
                     cell_type: CellType::of::<P>(),
                     span: <Layers as Instrument>::no_span(),
                 });
-                (&raw mut (*cell).body).write(UnsafeCell::new(ManuallyDrop::new(make())));
             })
         }
     }
@@ -1607,6 +1607,39 @@ mod tests {
             "the second bomb goes off in a guarded drop"
         );
         owned.release();
+    }
+
+    #[test]
+    fn a_process_whose_making_panics_gives_its_block_back() {
+        keep_blocks_on_this_thread();
+        struct Refuses;
+        impl IntoProcess for Refuses {
+            fn into_process(self) -> impl Process {
+                if true {
+                    panic!("cannot be made");
+                }
+                counted().0
+            }
+        }
+        let (body, _) = counted();
+        let address = CellRef::as_ptr(&ProcessCell::ready(
+            Pid::from_raw(1),
+            None,
+            "run",
+            false,
+            body,
+        ))
+        .cast::<u8>();
+        let unwound = catch_unwind(AssertUnwindSafe(|| {
+            NewProcess::new(Refuses, "run", Payloads::new(), false)
+        }));
+        assert!(unwound.is_err(), "the panic comes out of the spawn");
+        // The block the cell was to be made in went back (unread), and is reused.
+        let (body, dropped) = counted();
+        let next = ProcessCell::ready(Pid::from_raw(2), None, "run", false, body);
+        assert_eq!(CellRef::as_ptr(&next).cast::<u8>(), address);
+        drop(next);
+        assert_eq!(drops(&dropped), 1);
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! destruction.
 
 use std::alloc::Layout;
-use std::mem::ManuallyDrop;
+use std::mem::{self, ManuallyDrop};
 use std::ops::Deref;
 use std::ptr::{self, NonNull};
 
@@ -56,11 +56,24 @@ impl CellRef {
     ///
     /// # Safety
     /// `init` initialises every field of the `ProcessCell<P>` it is given a pointer
-    /// to (and does not unwind: the block would be leaked half made).
+    /// to, or unwinds before it has written any (its block is then given back
+    /// unread: a user's `into_process` may panic).
     #[inline]
     pub(super) unsafe fn new_in_place<P: Process>(init: impl FnOnce(*mut ProcessCell<P>)) -> Self {
-        let block = recycle::allocate(Layout::new::<ProcessCell<P>>()).cast::<ProcessCell<P>>();
+        /// Gives the block back if `init` unwinds.
+        struct Unmade(NonNull<u8>, Layout);
+        impl Drop for Unmade {
+            fn drop(&mut self) {
+                // SAFETY: the block came from `allocate(self.1)` and nothing was
+                // written into it that needs dropping (the caller's promise).
+                unsafe { recycle::release(self.0, self.1) };
+            }
+        }
+        let layout = Layout::new::<ProcessCell<P>>();
+        let block = recycle::allocate(layout).cast::<ProcessCell<P>>();
+        let unmade = Unmade(block.cast(), layout);
         init(block.as_ptr());
+        mem::forget(unmade);
         // SAFETY: `init` initialised the cell (the caller's promise).
         debug_assert_eq!(
             unsafe { block.as_ref() }
