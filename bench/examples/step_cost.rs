@@ -3,7 +3,9 @@
 //! a ping-pong round trip (hand-written and `#[process]`), a spawn from inside a
 //! process (a chain of processes, each spawning the next and ending), and one
 //! process of a skynet tree (spawned by `yield_all!` of `Spawn`, joined by its
-//! parent's `yield_all!` of `Join`).
+//! parent's `yield_all!` of `Join`), and one of 10,000 children a process spawns at
+//! once, by one `yield_all!` of `Spawn` (`fan`) or by `this::spawn_detached` in a
+//! loop (`fan_direct`), spawned, run and ended (the suite's `spawn_many_inside`).
 //!
 //! ```sh
 //! cargo run --release -p wsched-bench --example step_cost [-- ROUNDS [CASE...]]
@@ -16,8 +18,8 @@
 //! noisy machine where medians are not (`STEP_COST_RECORD=bounded` or `ring` turns
 //! the recorder on). Run it under
 //! `perf record` to see where a step's time goes; name cases (`yield`,
-//! `macro_yield`, `continue`, `ping`, `macro_ping`, `chain`, `skynet`) to run only
-//! those.
+//! `macro_yield`, `continue`, `ping`, `macro_ping`, `chain`, `skynet`, `fan`,
+//! `fan_direct`) to run only those.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
