@@ -152,10 +152,10 @@ pub(crate) mod cache {
         }
     }
 
-    /// Gives every block of `bin` back to the allocator.
-    fn free_all(bin: &mut Bin) {
+    /// Gives the oldest `count` blocks of `bin` back to the allocator.
+    fn free_oldest(bin: &mut Bin, count: usize) {
         if let Some(layout) = bin.layout {
-            for block in bin.blocks.drain(..) {
+            for block in bin.blocks.drain(..count) {
                 // SAFETY: every kept block came from the global allocator with its
                 // bin's layout, and leaves the bin here, so it is freed once.
                 unsafe { global_dealloc(block.as_ptr(), layout) };
@@ -163,14 +163,10 @@ pub(crate) mod cache {
         }
     }
 
-    /// Gives the oldest [`BATCH`] blocks of a full `bin` back to the allocator.
-    fn give_back_oldest(bin: &mut Bin) {
-        let layout = bin.layout.expect("a full bin has a layout");
-        for block in bin.blocks.drain(..BATCH) {
-            // SAFETY: every kept block came from the global allocator with its bin's
-            // layout, and leaves the bin here, so it is freed once.
-            unsafe { global_dealloc(block.as_ptr(), layout) };
-        }
+    /// Gives every block of `bin` back to the allocator.
+    fn free_all(bin: &mut Bin) {
+        let count = bin.blocks.len();
+        free_oldest(bin, count);
     }
 
     struct Cache {
@@ -392,7 +388,7 @@ pub(crate) mod cache {
                     // back only this block left the bin full, and every later free
                     // locked the depot to find it full (three locked instructions a
                     // process while 10,000 children of one spawner ended).
-                    give_back_oldest(bin);
+                    free_oldest(bin, BATCH);
                     depot.given_back.fetch_add(BATCH, Ordering::Relaxed);
                 }
                 // Within the capacity `enable` reserved: no allocation.
