@@ -2,7 +2,11 @@
 //! reaches it.
 
 use std::any::TypeId;
+use std::cell::Cell;
 use std::collections::HashMap;
+use std::num::NonZeroU64;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::completer::Completer;
 use crate::command::Command;
@@ -143,6 +147,30 @@ type Table = HashMap<TypeId, Registration, FastHash>;
 
 pub(crate) struct Handlers {
     table: Table,
+    /// Tells this table's entries in [`LAST_FOUND`] from another's: never reused, so
+    /// an entry left by a table since dropped matches nothing.
+    id: NonZeroU64,
+}
+
+/// Where the next [`Handlers`] id comes from.
+static NEXT_TABLE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The registration a thread found last, with the table and command it was found
+/// for. A worker dispatches the same few commands over and over, and the table's
+/// probe (hash, control-group match, key compare: one chain of dependent loads)
+/// was the longest stall of a yield; comparing the command with the last one found
+/// is a short one.
+#[derive(Clone, Copy)]
+struct Found {
+    table: NonZeroU64,
+    command: TypeId,
+    registration: NonNull<Registration>,
+}
+
+thread_local! {
+    /// See [`Found`]. Per thread, as each worker dispatches on its own; read only
+    /// by [`Handlers::find`].
+    static LAST_FOUND: Cell<Option<Found>> = const { Cell::new(None) };
 }
 
 impl Handlers {
@@ -169,7 +197,29 @@ impl Handlers {
                 }
             }
         }
-        Ok(Self { table })
+        let id = NEXT_TABLE_ID.fetch_add(1, Ordering::Relaxed);
+        let id = NonZeroU64::new(id).expect("2^64 handler tables are never built");
+        Ok(Self { table, id })
+    }
+
+    /// The registration for `command`, if any: the one this thread found last if
+    /// it was for the same table and command, else the table's.
+    #[inline]
+    fn find(&self, command: TypeId) -> Option<&Registration> {
+        let last = LAST_FOUND.get();
+        if let Some(last) = last.filter(|last| last.table == self.id && last.command == command) {
+            // SAFETY: `last` was found in this table (its id is never reused), which
+            // `&self` keeps alive, and a table is never changed once built: the
+            // entry is where it was found.
+            return Some(unsafe { last.registration.as_ref() });
+        }
+        let registration = self.table.get(&command)?;
+        LAST_FOUND.set(Some(Found {
+            table: self.id,
+            command,
+            registration: NonNull::from(registration),
+        }));
+        Some(registration)
     }
 
     /// Sends one yield to its handler. A command nobody handles completes at once
@@ -178,7 +228,7 @@ impl Handlers {
     pub(crate) fn dispatch(&self, shared: &Shared, cell: &CellRef, y: &mut Yield) {
         let tag = y.tag();
         let command = y.command_mut();
-        let Some(registration) = self.table.get(&command.value_type_id()) else {
+        let Some(registration) = self.find(command.value_type_id()) else {
             let name = command.type_name();
             let raw = RawCompleter::for_yield(cell, tag, command.type_name_fn());
             // The command is user data: its drop may panic, on a worker.
