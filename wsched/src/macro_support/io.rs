@@ -40,6 +40,7 @@ use std::mem;
 use std::ptr;
 use std::task::{Context as TaskCx, RawWaker, RawWakerVTable, Waker};
 
+use super::suspend::{take_message, Filter};
 use crate::command::Command;
 use crate::engine::context::Context;
 use crate::engine::process::{
@@ -97,8 +98,9 @@ pub(crate) struct Io {
     /// Whether a suspension point returned `Pending` during the current poll (it
     /// wrote where it waits, and the status, into the step's output).
     pub(crate) suspended: bool,
-    /// What the runner told the machine ([`IN_PLACE`], [`BOUNDED`]): one byte for
-    /// both, so the state is no larger for the second.
+    /// What the runner told the machine ([`IN_PLACE`], [`BOUNDED`]) and what the
+    /// step must report about the held messages ([`DROPPED`], [`HELD_CHANGED`],
+    /// [`HELD_SHOWN`]): one byte for all, so the state is no larger for them.
     runner: u8,
 }
 
@@ -113,6 +115,14 @@ const IN_PLACE: u8 = 1;
 const BOUNDED: u8 = 2;
 /// In [`Io::runner`]: the step took in a [`DropOwed`] and dropped messages.
 const DROPPED: u8 = 4;
+/// In [`Io::runner`]: messages went into the buffer of held messages or out of it
+/// since the step last reported it. A flag set where the buffer changes, so that a
+/// step that touched no message (a yield's) tests one bit instead of comparing
+/// lengths kept across the poll.
+const HELD_CHANGED: u8 = 8;
+/// In [`Io::runner`]: the buffer last reported held messages. As the buffer does not
+/// change between steps, this says whether it held any when the step began.
+const HELD_SHOWN: u8 = 16;
 
 impl Default for Io {
     fn default() -> Self {
@@ -149,6 +159,7 @@ impl Io {
             }
             Event::Message(m) => {
                 self.mailbox.push_back(m);
+                self.runner |= HELD_CHANGED;
                 None
             }
             Event::Cancel => {
@@ -181,7 +192,7 @@ impl Io {
             dropped.extend(self.mailbox.remove(at));
         }
         // The step reports the change (see `Machine::report_bounded`).
-        self.runner |= DROPPED;
+        self.runner |= DROPPED | HELD_CHANGED;
         match owner {
             Some((to, handle)) => {
                 for message in dropped {
@@ -199,6 +210,46 @@ impl Io {
         let dropped = self.runner & DROPPED != 0;
         self.runner &= !DROPPED;
         dropped
+    }
+
+    /// The oldest held message `filter` takes, converted; taking it counts as a
+    /// change of the held messages (see [`HELD_CHANGED`]).
+    #[inline]
+    pub(crate) fn take_message<F: Filter>(&mut self, filter: &mut F) -> Option<F::Output> {
+        let message = take_message(filter, &mut self.mailbox)?;
+        self.runner |= HELD_CHANGED;
+        Some(message)
+    }
+
+    /// Whether the step must look at the held messages to report them: they
+    /// changed, or the mailbox is bounded (see `Machine::publish_held`).
+    #[inline(always)]
+    pub(crate) fn held_to_report(&self) -> bool {
+        self.runner & (HELD_CHANGED | BOUNDED) != 0
+    }
+
+    /// Whether the held messages changed since the step last reported them,
+    /// forgetting it: the step is reporting them now.
+    pub(crate) fn take_held_changed(&mut self) -> bool {
+        let changed = self.runner & HELD_CHANGED != 0;
+        self.runner &= !HELD_CHANGED;
+        changed
+    }
+
+    /// Whether the held messages, as they are now, must be published: they changed
+    /// and hold messages now or did when last published (a change from empty to
+    /// empty shows nothing new). Notes what is published.
+    pub(crate) fn show_held(&mut self, changed: bool) -> bool {
+        let holds = !self.mailbox.is_empty();
+        if !changed || (!holds && self.runner & HELD_SHOWN == 0) {
+            return false;
+        }
+        if holds {
+            self.runner |= HELD_SHOWN;
+        } else {
+            self.runner &= !HELD_SHOWN;
+        }
+        true
     }
 
     /// [`take_in`](Self::take_in) without a direct completion (for the unit tests,

@@ -278,20 +278,19 @@ impl<P, S, F> Machine<P, S, F> {
     }
 
     /// Tells listings which messages the process holds unreceived (see
-    /// `engine/held.rs`), if that changed in this step: `before` is the buffer's
-    /// length before the step took in its events, `took_in` whether it took in
-    /// messages. Its contents changed if its length did, or if messages came in and
-    /// some are left (receives took out as many as came in); otherwise, and always
-    /// for a buffer empty after the step as before, nothing is published. As the
-    /// buffer does not change between steps, its length before a step is what was
-    /// published last.
+    /// `engine/held.rs`), if that changed in this step: messages came into the
+    /// buffer or went out of it, and it holds some now or did before the step
+    /// (see `Io::show_held`). A step that touched no message tests one bit.
     #[inline]
-    fn publish_held(&mut self, before: usize, took_in: bool) {
-        if self.io.bounded() {
-            return self.report_bounded(before, took_in);
+    fn publish_held(&mut self) {
+        if !self.io.held_to_report() {
+            return;
         }
-        let after = self.io.mailbox.len();
-        if after != before || (after != 0 && took_in) {
+        if self.io.bounded() {
+            return self.report_bounded();
+        }
+        let changed = self.io.take_held_changed();
+        if self.io.show_held(changed) {
             if let Some(ctx) = &self.ctx {
                 ctx.publish_held(&self.io.mailbox);
             }
@@ -306,10 +305,10 @@ impl<P, S, F> Machine<P, S, F> {
     /// mailboxes pay for it.
     #[cold]
     #[inline(never)]
-    fn report_bounded(&mut self, before: usize, took_in: bool) {
-        let after = self.io.mailbox.len();
+    fn report_bounded(&mut self) {
+        let changed = self.io.take_held_changed();
         let dropped = self.io.take_dropped();
-        if after == before && !took_in && !dropped {
+        if !changed && !dropped {
             // Nothing came in or went out: the count is still right.
             return;
         }
@@ -321,7 +320,7 @@ impl<P, S, F> Machine<P, S, F> {
             .filter(|m| !m.payload.is_signal())
             .count();
         ctx.report_held(counted);
-        if after != before || after != 0 || dropped {
+        if self.io.show_held(true) || dropped {
             ctx.publish_held(&self.io.mailbox);
         }
     }
@@ -398,9 +397,6 @@ where
         // (`init` checks `in_place`), and it is dropped in place, by `finish` (which
         // `close` calls) or by the machine's own drop.
         let future = unsafe { Pin::new_unchecked(future) };
-        // The buffer of messages not received yet, before and after taking in this
-        // step's: what `publish_held` compares against.
-        let held_before = self.io.mailbox.len();
         // The completion of the yield waiting alone, if it comes first (as it does
         // alone): handed to its suspension point from here, it needs no slot (see
         // `io::Direct`).
@@ -412,7 +408,6 @@ where
             // a message) comes back here and is dropped.
             drop(self.io.take_in(event, &mut direct));
         }
-        let took_in_messages = self.io.mailbox.len() != held_before;
         self.io.suspended = false;
         // The suspension points write the yields, withdrawals and where they wait
         // into `out` themselves.
@@ -436,7 +431,7 @@ where
         if let Some(c) = direct {
             self.io.settle(c.take());
         }
-        self.publish_held(held_before, took_in_messages);
+        self.publish_held();
         match poll {
             Poll::Ready(result) => {
                 self.finish();

@@ -682,7 +682,10 @@ impl<F> Drop for Recv<F> {
 
 /// Takes the oldest message `filter` takes out of `mailbox`, converted.
 #[inline]
-fn take_message<F: Filter>(filter: &mut F, mailbox: &mut VecDeque<Message>) -> Option<F::Output> {
+pub(crate) fn take_message<F: Filter>(
+    filter: &mut F,
+    mailbox: &mut VecDeque<Message>,
+) -> Option<F::Output> {
     // A receive that is about to wait finds the mailbox empty: no call for that.
     if mailbox.is_empty() {
         None
@@ -813,7 +816,7 @@ impl<F: Filter> Recv<F> {
         out: &mut StepOutput,
         dropped: &mut Option<Result<Payload, YieldError>>,
     ) -> Poll<Result<F::Output, RecvError>> {
-        match take_message(&mut self.filter, &mut io.mailbox) {
+        match io.take_message(&mut self.filter) {
             Some(message) => {
                 if let Some(timer) = self.take_timer() {
                     *dropped = io.abandon(out, timer);
@@ -845,7 +848,7 @@ impl<F: Filter> Future for Recv<F> {
                 if matches!(this.deadline, Deadline::Timer(_)) {
                     return Quick::Other;
                 }
-                if let Some(message) = take_message(&mut this.filter, &mut io.mailbox) {
+                if let Some(message) = io.take_message(&mut this.filter) {
                     return Quick::Message(message);
                 }
                 if !matches!(this.deadline, Deadline::None) || io.cancel_pending() {
