@@ -167,10 +167,16 @@ struct Found {
     registration: NonNull<Registration>,
 }
 
+#[cfg(not(loom))]
 thread_local! {
     /// See [`Found`]. Per thread, as each worker dispatches on its own; read only
     /// by [`Handlers::find`].
     static LAST_FOUND: Cell<Option<Found>> = const { Cell::new(None) };
+}
+// loom runs its threads on one OS thread: thread-locals must be its own.
+#[cfg(loom)]
+loom::thread_local! {
+    static LAST_FOUND: Cell<Option<Found>> = Cell::new(None);
 }
 
 impl Handlers {
@@ -206,7 +212,7 @@ impl Handlers {
     /// it was for the same table and command, else the table's.
     #[inline]
     fn find(&self, command: TypeId) -> Option<&Registration> {
-        let last = LAST_FOUND.get();
+        let last = LAST_FOUND.with(Cell::get);
         if let Some(last) = last.filter(|last| last.table == self.id && last.command == command) {
             // SAFETY: `last` was found in this table (its id is never reused), which
             // `&self` keeps alive, and a table is never changed once built: the
@@ -214,11 +220,13 @@ impl Handlers {
             return Some(unsafe { last.registration.as_ref() });
         }
         let registration = self.table.get(&command)?;
-        LAST_FOUND.set(Some(Found {
-            table: self.id,
-            command,
-            registration: NonNull::from(registration),
-        }));
+        LAST_FOUND.with(|last| {
+            last.set(Some(Found {
+                table: self.id,
+                command,
+                registration: NonNull::from(registration),
+            }));
+        });
         Some(registration)
     }
 
@@ -266,6 +274,68 @@ impl Handlers {
                     cell.handle().shared().in_flight().remove(&work);
                 }));
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Ping;
+    impl Command for Ping {
+        type Output = ();
+    }
+
+    struct Pong;
+    impl Command for Pong {
+        type Output = ();
+    }
+
+    fn table_handling<C: Command>() -> Handlers {
+        let handler = |_: C, done: Completer<C>| drop(done);
+        Handlers::new(
+            vec![Registration::new::<C, _>(Placement::Worker, handler)],
+            false,
+        )
+        .expect("one registration")
+    }
+
+    /// The registration the table itself holds for `C`.
+    fn own<C: Command>(table: &Handlers) -> *const Registration {
+        table.table.get(&TypeId::of::<C>()).expect("registered")
+    }
+
+    #[test]
+    fn a_thread_finds_each_tables_own_registration_whatever_it_found_last() {
+        let (first, second) = (table_handling::<Ping>(), table_handling::<Ping>());
+        let ping = TypeId::of::<Ping>();
+        for _ in 0..3 {
+            // Twice each: the second look is the remembered one.
+            for table in [&first, &first, &second, &second] {
+                let found = table.find(ping).expect("Ping is handled");
+                assert!(std::ptr::eq(found, own::<Ping>(table)));
+            }
+        }
+        // A command the table lacks is not found, whatever was found last.
+        assert!(first.find(TypeId::of::<Pong>()).is_none());
+        let pongs = table_handling::<Pong>();
+        assert!(pongs.find(ping).is_none());
+        assert!(std::ptr::eq(
+            pongs.find(TypeId::of::<Pong>()).expect("Pong is handled"),
+            own::<Pong>(&pongs)
+        ));
+    }
+
+    #[test]
+    fn no_table_takes_the_id_of_one_dropped_before_it() {
+        // An entry left by a dropped table must match no table built later, even
+        // one built where it was (as these are, each in turn).
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..100 {
+            let table = table_handling::<Ping>();
+            assert!(seen.insert(table.id), "an id was given twice");
+            drop(table);
         }
     }
 }
