@@ -62,6 +62,42 @@ fn messages_no_recv_asks_for_are_listed_while_the_process_lives() {
     assert!(s.processes().iter().all(|p| p.pid != pid));
 }
 
+/// Holds the strings it is sent until a number tells it how many to receive, then
+/// waits for a last number holding nothing.
+struct Hoarder;
+
+#[process]
+impl Hoarder {
+    #[entry]
+    fn run(&mut self) -> Result<u64, BoxError> {
+        let n = recv!(u64)?;
+        for _ in 0..n {
+            recv!(String)?;
+        }
+        recv!(u64)?;
+        Ok(n)
+    }
+}
+
+#[test]
+fn a_listing_empties_when_the_held_messages_are_received() {
+    let s = Scheduler::builder().workers(2).build().unwrap();
+    let pid = s.spawn(Hoarder, "run", ()).unwrap();
+    s.send(pid, "one".to_string()).unwrap();
+    s.send(pid, "two".to_string()).unwrap();
+    let waiting = |info: &ProcessInfo| info.state == ProcessState::WaitingForMessage;
+    let info = listed_until(&s, pid, |i| waiting(i) && i.mailbox == 2);
+    assert_eq!(summary(&info), [("alloc::string::String", 2)]);
+
+    // Both strings are received in the step the number comes in: the process waits
+    // again, holding nothing, and the listing says so.
+    s.send(pid, 2_u64).unwrap();
+    let info = listed_until(&s, pid, |i| waiting(i) && i.mailbox == 0);
+    assert_eq!(summary(&info), []);
+    s.send(pid, 0_u64).unwrap();
+    assert_eq!(s.wait(pid).unwrap().downcast::<u64>().unwrap(), 2);
+}
+
 /// Completed by the test.
 struct Job;
 
