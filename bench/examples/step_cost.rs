@@ -318,6 +318,26 @@ fn per_unit<P: IntoProcess>(
     start.elapsed().as_nanos() as f64 / f64::from(units)
 }
 
+/// Nanoseconds per unit of `count` processes made by `make`, each given `input`
+/// and run at once (their steps interleaved, as in the suite's `yield_many`), until
+/// all have finished.
+fn per_unit_many<P: IntoProcess, I: IntoPayloads + Clone>(
+    s: &Scheduler,
+    make: impl Fn() -> P,
+    input: I,
+    count: u32,
+    units: u32,
+) -> f64 {
+    let start = Instant::now();
+    let pids: Vec<_> = (0..count)
+        .map(|_| s.spawn(make(), "run", input.clone()).expect("spawns"))
+        .collect();
+    for pid in pids {
+        s.wait(pid).expect("finishes");
+    }
+    start.elapsed().as_nanos() as f64 / f64::from(units)
+}
+
 /// Nanoseconds per link of a chain of `links` processes, until the last one ends.
 fn chain_per_link(s: &Scheduler, links: u32) -> f64 {
     let done = Arc::new(AtomicBool::new(false));
@@ -333,9 +353,11 @@ fn chain_per_link(s: &Scheduler, links: u32) -> f64 {
 }
 
 /// The measurements, by name.
-const CASES: [&str; 9] = [
+const CASES: [&str; 11] = [
     "yield",
     "macro_yield",
+    "yield_200",
+    "macro_yield_200",
     "continue",
     "ping",
     "macro_ping",
@@ -391,6 +413,8 @@ fn main() {
         match name {
             "yield" => per_unit(&s, HandYield(n), (), n),
             "macro_yield" => per_unit(&s, MacroYield, (n,), n),
+            "yield_200" => per_unit_many(&s, || HandYield(n / 200), (), 200, n),
+            "macro_yield_200" => per_unit_many(&s, || MacroYield, (n / 200,), 200, n),
             "continue" => per_unit(&s, HandContinue(n), (), n),
             "ping" => per_unit(
                 &s,
@@ -418,12 +442,16 @@ fn main() {
             }
         }
     }
-    let [hand_yield, macro_yield, continue_, hand_ping, macro_ping, chain, skynet, fan, fan_direct] =
+    let [hand_yield, macro_yield, hand_yield_200, macro_yield_200, continue_, hand_ping, macro_ping, chain, skynet, fan, fan_direct] =
         best;
     println!("{workers} worker(s), {n} units, minimum of 9 runs (ns per unit; NaN: not run):");
     println!(
         "  yield of a command completed at once: hand-written {hand_yield:.1}, #[process] {macro_yield:.1} ({:.2}x)",
         macro_yield / hand_yield
+    );
+    println!(
+        "  the same, 200 processes yielding in turn: hand-written {hand_yield_200:.1}, #[process] {macro_yield_200:.1} ({:.2}x)",
+        macro_yield_200 / hand_yield_200
     );
     println!("  Status::Continue: {continue_:.1}");
     println!(
