@@ -25,7 +25,7 @@
 // | file | concern |
 // |---|---|
 // | `mod.rs` | the `Command` trait |
-// | `handler.rs` | the handler table: a command's type to the handler registered for it |
+// | `handler.rs` | the handler table: a command's type to the handler registered for it, and the one each thread found last |
 // | `completer.rs` | `Completer`: how a handler answers a yield, at once or later, from any thread |
 // | `blocking.rs` | the bounded pool of threads that runs blocking handlers |
 // | `builtin.rs` | the built-in commands: `Sleep`, `Spawn`, `Join` (and `Call`'s handler) |

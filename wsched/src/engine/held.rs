@@ -11,7 +11,7 @@
 //!
 //! Nothing for a process whose buffer is empty after its steps (every process that
 //! receives what it is sent): it publishes only when its buffer's contents changed
-//! and are not empty, or became empty (see `Machine::step`). A process that holds
+//! and are not empty, or became empty (see `Machine::publish_held`). A process that holds
 //! messages publishes on the steps that change them: one lock of one of [`SHARDS`]
 //! shards, picked by PID, so that processes on different workers rarely meet.
 //! Not kept in the cell: every process would pay a word for what few use.

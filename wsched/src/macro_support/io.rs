@@ -212,10 +212,10 @@ impl Io {
         dropped
     }
 
-    /// The oldest held message `filter` takes, converted; taking it counts as a
-    /// change of the held messages (see [`HELD_CHANGED`]).
+    /// Receives the oldest held message `filter` takes, converted; taking it counts
+    /// as a change of the held messages (see [`HELD_CHANGED`]).
     #[inline]
-    pub(crate) fn take_message<F: Filter>(&mut self, filter: &mut F) -> Option<F::Output> {
+    pub(crate) fn receive<F: Filter>(&mut self, filter: &mut F) -> Option<F::Output> {
         let message = take_message(filter, &mut self.mailbox)?;
         self.runner |= HELD_CHANGED;
         Some(message)

@@ -816,7 +816,7 @@ impl<F: Filter> Recv<F> {
         out: &mut StepOutput,
         dropped: &mut Option<Result<Payload, YieldError>>,
     ) -> Poll<Result<F::Output, RecvError>> {
-        match io.take_message(&mut self.filter) {
+        match io.receive(&mut self.filter) {
             Some(message) => {
                 if let Some(timer) = self.take_timer() {
                     *dropped = io.abandon(out, timer);
@@ -848,7 +848,7 @@ impl<F: Filter> Future for Recv<F> {
                 if matches!(this.deadline, Deadline::Timer(_)) {
                     return Quick::Other;
                 }
-                if let Some(message) = io.take_message(&mut this.filter) {
+                if let Some(message) = io.receive(&mut this.filter) {
                     return Quick::Message(message);
                 }
                 if !matches!(this.deadline, Deadline::None) || io.cancel_pending() {
