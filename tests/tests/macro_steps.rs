@@ -49,6 +49,16 @@ impl Batch {
         Ok(spawned)
     }
 
+    /// One `yield_all!` spawning `n` `Leaf`s on an entry `Leaf` does not have: the
+    /// errors, as text.
+    #[entry]
+    fn refused(&mut self, n: u32) -> Vec<String> {
+        yield_all!((0..n).map(|_| Spawn::detached(Leaf, "nope", ())))
+            .into_iter()
+            .map(|result| result.expect_err("no such entry").to_string())
+            .collect()
+    }
+
     /// One `yield_all!` of `n` `Numbered`s; their results in order.
     #[entry]
     fn numbered(&mut self, n: u32) -> Result<Vec<u32>, BoxError> {
@@ -109,13 +119,90 @@ fn a_yield_all_of_commands_completed_at_once_takes_two_steps_whatever_their_numb
                 "{workers} workers, {n} yields"
             );
         }
-        // Spawning is completed at once too; each child then takes its one step.
+        // Spawns are done as they are yielded: the entry never suspends, and
+        // each child takes its one step.
         for n in [1, 1_000] {
             let (spawned, taken) = steps(&s, "spawns", n);
             assert_eq!(spawned, n);
-            assert_eq!(taken, 2 + u64::from(n), "{workers} workers, {n} spawns");
+            assert_eq!(taken, 1 + u64::from(n), "{workers} workers, {n} spawns");
         }
     }
+}
+
+#[test]
+fn spawns_go_to_the_handler_after_the_step_when_a_user_handler_replaces_the_builtin_or_steps_are_timed(
+) {
+    let handled = Arc::new(Mutex::new(0_u32));
+    let counted = handled.clone();
+    let replaced = Scheduler::builder()
+        .workers(1)
+        .handler(move |_: Spawn, done: Completer<Spawn>| {
+            *counted.lock().unwrap() += 1;
+            done.fail("this scheduler spawns nothing");
+        })
+        .build()
+        .unwrap();
+    let pid = replaced.spawn(Batch, "refused", (3_u32,)).unwrap();
+    let errors = replaced
+        .wait(pid)
+        .unwrap()
+        .downcast::<Vec<String>>()
+        .unwrap();
+    assert_eq!(
+        *handled.lock().unwrap(),
+        3,
+        "the user's handler saw every Spawn"
+    );
+    assert!(
+        errors
+            .iter()
+            .all(|e| e.contains("this scheduler spawns nothing")),
+        "{errors:?}"
+    );
+    assert_eq!(
+        replaced.metrics().total().steps,
+        2,
+        "the entry waited for them"
+    );
+
+    // Step timing times each handler's run: the spawns go through it.
+    let timed = Scheduler::builder()
+        .workers(1)
+        .step_timing(true)
+        .build()
+        .unwrap();
+    assert_eq!(steps(&timed, "spawns", 10), (10, 2 + 10));
+}
+
+#[test]
+fn a_spawn_done_at_once_fails_as_its_handler_would_have_failed_it() {
+    let refusals = |s: Scheduler| {
+        let pid = s.spawn(Batch, "refused", (2_u32,)).unwrap();
+        s.wait(pid).unwrap().downcast::<Vec<String>>().unwrap()
+    };
+    let at_once = refusals(scheduler(1));
+    // With step timing on, the built-in handler spawns after the step.
+    let by_handler = refusals(
+        Scheduler::builder()
+            .workers(1)
+            .step_timing(true)
+            .build()
+            .unwrap(),
+    );
+    assert_eq!(at_once, by_handler);
+    assert_eq!(at_once.len(), 2);
+    assert!(
+        at_once[0].contains("Spawn") && at_once[0].contains("nope"),
+        "names the command and the unknown entry: {}",
+        at_once[0]
+    );
+}
+
+#[test]
+fn the_test_harness_sees_a_yield_all_of_spawns_as_yields() {
+    let t = TestProcess::start(Batch, "spawns", (3_u32,)).unwrap();
+    assert_eq!(t.last_yields(), [Tag(1), Tag(2), Tag(3)]);
+    assert!(!t.is_done());
 }
 
 #[test]

@@ -119,7 +119,9 @@ mod tests;
 /// **Tags.** Every yielded command gets the next tag of the process, `Tag(1)`, `Tag(2)`, …,
 /// when the `yield_cmd!`/`yield_all!` is evaluated: program order, so the same code fed the
 /// same events yields the same tags. Commands yielded together are all dispatched in the
-/// same step and complete in any order; their results are matched by tag. A completion
+/// same step and complete in any order; their results are matched by tag. (A
+/// `yield_all!` of `Spawn`s on a scheduler spawns each child as it is yielded, and does
+/// not suspend: see [`yield_all!`](../wsched/macro.yield_all.html).) A completion
 /// holding another type than `C::Output` (possible only with hand-made events) gives
 /// [`YieldError::WrongOutputType`](../wsched/enum.YieldError.html#variant.WrongOutputType).
 ///

@@ -1117,3 +1117,42 @@ fn a_process_spawned_by_the_spawn_command_is_recorded_as_asked() {
     let codecs = wsched::sim::history::Codecs::new();
     wsched::sim::history::replay(&history, Collector, &codecs).expect("no divergence");
 }
+
+/// Spawns `n` detached `Collector`s waiting for nothing (they take 0 values) with
+/// one `yield_all!`.
+struct Fanner;
+
+#[process]
+impl Fanner {
+    #[entry]
+    fn run(&mut self, n: u32) -> Result<u32, BoxError> {
+        let mut spawned = 0;
+        for pid in yield_all!((0..n).map(|_| wsched::command::Spawn::detached(
+            Collector,
+            Collector::TAKE,
+            (0_u32,)
+        ))) {
+            pid?;
+            spawned += 1;
+        }
+        Ok(spawned)
+    }
+}
+
+#[test]
+fn a_recorded_yield_all_of_spawns_keeps_each_spawn_as_a_yield_and_replays() {
+    // A process whose history is recorded yields its `Spawn`s for the handler,
+    // after the step, as the history must show them; unrecorded, it would spawn
+    // each child as it is yielded, in one step.
+    let mut sim = Simulation::builder().build().unwrap();
+    let options = wsched::SpawnOptions::new().record_history();
+    let pid = sim
+        .spawn_with(Fanner, Fanner::RUN, (3_u32,), options)
+        .unwrap();
+    assert_eq!(sim.wait(pid).unwrap().downcast::<u32>().unwrap(), 3);
+    let history = sim.handle().take_history(pid).expect("recorded");
+    assert_eq!(history.steps.len(), 2, "the entry waited for its spawns");
+    let codecs = wsched::sim::history::Codecs::new();
+    let report = wsched::sim::history::replay(&history, Fanner, &codecs).expect("no divergence");
+    assert_eq!(report.steps(), 2);
+}

@@ -629,3 +629,54 @@ fn the_long_step_detector_warns_of_a_step_while_it_runs() {
     assert!(warning.field("elapsed").is_some());
     assert_eq!(warning.span, None, "on the detector's thread");
 }
+
+/// Spawns `n` `Leaf`s with one `yield_all!`.
+struct Fan;
+
+#[wsched::process]
+impl Fan {
+    #[entry]
+    fn run(&mut self, n: u32) -> Result<u32, wsched::BoxError> {
+        let mut spawned = 0;
+        for pid in
+            wsched::yield_all!((0..n).map(|_| wsched::command::Spawn::detached(Leaf, "run", ())))
+        {
+            pid?;
+            spawned += 1;
+        }
+        Ok(spawned)
+    }
+}
+
+struct Leaf;
+
+#[wsched::process]
+impl Leaf {
+    #[entry]
+    fn run(&mut self) {}
+}
+
+#[test]
+fn a_traced_yield_all_of_spawns_is_traced_yield_by_yield() {
+    // Untraced, a `yield_all!` of spawns spawns each child as it is yielded and
+    // never suspends; traced at TRACE, each `Spawn` is a yield and a completion
+    // in the spawner's span, as any other command's.
+    let _turn = start();
+    let s = scheduler(1);
+    let pid = s.spawn(Fan, "run", (3_u32,)).unwrap();
+    assert_eq!(s.wait(pid).unwrap().downcast::<u32>().unwrap(), 3);
+    drop(s);
+
+    let (spans, events) = recorded();
+    let (id, span) = span_of(&spans, pid);
+    let yields = events_in(&events, id, "yield");
+    assert_eq!(yields.len(), 3, "{events:?}");
+    assert!(
+        yields
+            .iter()
+            .all(|e| e.field("command").unwrap().ends_with("Spawn")),
+        "{yields:?}"
+    );
+    assert_eq!(events_in(&events, id, "completion").len(), 3);
+    assert_eq!(span.enters, 2, "the entry waited for its spawns");
+}

@@ -40,6 +40,9 @@ impl Command for Sleep {
 /// Fails (with [`YieldError::Failed`](crate::YieldError::Failed) holding a
 /// [`SpawnError`](crate::SpawnError)) when the entry is unknown, the child's `init`
 /// refuses its arguments or panics, or the scheduler is shutting down.
+///
+/// A [`yield_all!`](crate::yield_all) of `Spawn`s spawns each child as it is yielded,
+/// without suspending, unless something must see each one (see there).
 pub struct Spawn {
     /// The child, already in the cell it will run in, with its entry and input: a
     /// `Spawn` is one word pair, so it travels inline in its payload, and handling it

@@ -9,7 +9,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::completer::Completer;
-use crate::command::Command;
+use crate::command::{Command, Spawn};
 use crate::engine::cell::CellRef;
 use crate::engine::completion::{catch_panics, RawCompleter};
 use crate::engine::process::{Tag, Yield};
@@ -150,6 +150,17 @@ pub(crate) struct Handlers {
     /// Tells this table's entries in [`LAST_FOUND`] from another's: never reused, so
     /// an entry left by a table since dropped matches nothing.
     id: NonZeroU64,
+    /// Whether a `yield_all!` of [`Spawn`]s spawns each child as it is yielded and
+    /// completes its yield at once, instead of leaving the commands to this
+    /// table's handler after the step: the built-in handler does nothing else, on
+    /// the worker, at once. Spawning during the step lets the children start
+    /// (and be stolen) while their parent is still making the rest, where the
+    /// handler started none before the parent had made them all; and it spares
+    /// each yield its dispatch and its completion event. Off when a user's handler
+    /// replaced the built-in one (it must see every `Spawn`), and with step timing
+    /// (which times the handlers' runs); the instruments can turn it off per
+    /// process (see `Instrument::yields_watched`).
+    spawns_at_yield: bool,
 }
 
 /// Where the next [`Handlers`] id comes from.
@@ -205,7 +216,21 @@ impl Handlers {
         }
         let id = NEXT_TABLE_ID.fetch_add(1, Ordering::Relaxed);
         let id = NonZeroU64::new(id).expect("2^64 handler tables are never built");
-        Ok(Self { table, id })
+        let spawns_at_yield = !timed
+            && table
+                .get(&TypeId::of::<Spawn>())
+                .is_some_and(|registration| registration.builtin);
+        Ok(Self {
+            table,
+            id,
+            spawns_at_yield,
+        })
+    }
+
+    /// See [`Handlers::spawns_at_yield`](#structfield.spawns_at_yield).
+    #[inline]
+    pub(crate) fn spawns_at_yield(&self) -> bool {
+        self.spawns_at_yield
     }
 
     /// The registration for `command`, if any: the one this thread found last if

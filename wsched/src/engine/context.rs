@@ -407,6 +407,21 @@ impl Context {
 }
 
 impl Context {
+    /// Whether a `yield_all!` of `Spawn`s in this step may spawn each child as it
+    /// is yielded (see [`Backend::spawns_at_yield`]). Asked only from a step of
+    /// this process.
+    #[inline]
+    pub(crate) fn spawns_at_yield(&self) -> bool {
+        self.backend().spawns_at_yield()
+    }
+
+    /// Spawns the child of a `Spawn` command (see
+    /// [`spawns_at_yield`](Self::spawns_at_yield)), as its handler would.
+    #[inline]
+    pub(crate) fn spawn_process(&self, process: NewProcess) -> Result<Pid, SpawnError> {
+        self.backend().spawn(Some(self.pid()), process)
+    }
+
     fn spawn_new<P: IntoProcess>(
         &self,
         process: P,
@@ -454,6 +469,14 @@ impl fmt::Debug for MonitorRef {
 pub(crate) trait Backend: Send + Sync + 'static {
     /// Spawns `process` (its entry, input and detachment travel with it).
     fn spawn(&self, parent: Option<Pid>, process: NewProcess) -> Result<Pid, SpawnError>;
+
+    /// Whether a `yield_all!` of [`Spawn`](crate::command::Spawn)s by this process
+    /// may spawn each child as it is yielded, completing the yield at once,
+    /// instead of handing the commands to the handler after the step (see
+    /// `Handlers::spawns_at_yield`). Asked only from a step of the process.
+    fn spawns_at_yield(&self) -> bool {
+        false
+    }
 
     fn send(&self, from: Option<Pid>, to: Pid, payload: Payload) -> Result<(), SendError>;
 

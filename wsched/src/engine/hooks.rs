@@ -240,6 +240,19 @@ pub(crate) trait Instrument {
         let _ = (step, yields);
     }
 
+    /// Whether the instruments look at each yield of the process whose span is
+    /// `span` ([`yielded`](Self::yielded): its yields are traced, or its history
+    /// captured), so that none may skip the dispatch after its step (see
+    /// `Handlers::spawns_at_yield`).
+    ///
+    /// # Safety
+    /// The caller owns the process (it runs a step of it).
+    #[inline(always)]
+    unsafe fn yields_watched(span: &Self::ProcessSpan) -> bool {
+        let _ = span;
+        false
+    }
+
     /// The process of `owned` ends with `result`.
     #[inline(always)]
     fn exited(owned: &Owned<'_>, result: &Result<Payload, ProcessError>) {

@@ -364,6 +364,19 @@ impl Io {
         tag
     }
 
+    /// Hands out the next tag for a yield done at once, in the step that makes it
+    /// (see `suspend::yield_all`): its result goes straight to the suspension
+    /// point, so its slot, if the window needs one, is done already.
+    pub(crate) fn tag_done_at_once(&mut self) -> Tag {
+        let tag = self.next_tag();
+        // Without others outstanding it waits alone, with no slot.
+        if let Some(slot) = self.slot_mut(tag) {
+            *slot = Slot::Done;
+        }
+        self.live -= 1;
+        tag
+    }
+
     /// Hands out the next tag, its slot waiting.
     #[inline(always)]
     fn next_tag(&mut self) -> Tag {
@@ -1063,6 +1076,37 @@ mod tests {
         assert_eq!(value(io.take(Tag(2))), Some(2));
         assert_eq!(value(io.abandon(&mut out, Tag(3))), None);
         assert_eq!(out.withdrawn(), [Tag(3)]);
+        assert_eq!(io.live, 0);
+    }
+
+    #[test]
+    fn a_yield_done_at_once_takes_the_next_tag_and_leaves_nothing_outstanding() {
+        let mut io = Io::default();
+        let mut out = StepOutput::new();
+        // Nothing else outstanding: no slot.
+        assert_eq!(io.tag_done_at_once(), Tag(1));
+        assert_eq!(io.tag_done_at_once(), Tag(2));
+        assert!(io.slots.is_empty() && io.live == 0);
+        assert!(
+            out.yields().is_empty(),
+            "nothing for the runner to dispatch"
+        );
+        // The next yield takes the tag after them, and waits alone.
+        io.dispatch(&mut out, Sleep(Duration::ZERO));
+        assert!(io.waits_alone(Tag(3)));
+        // While it waits, yields done at once keep the window in sequence: their
+        // slots are done, and a late completion for one of them is handed back.
+        assert_eq!(io.tag_done_at_once(), Tag(4));
+        io.dispatch(&mut out, Sleep(Duration::ZERO));
+        assert_eq!(io.live, 2);
+        assert!(
+            io.deliver(completion(Tag(4), 4_u32)).is_some(),
+            "done already"
+        );
+        assert!(io.deliver(completion(Tag(5), 5_u32)).is_none());
+        assert!(io.deliver(completion(Tag(3), 3_u32)).is_none());
+        assert_eq!(value(io.take(Tag(3))), Some(3));
+        assert_eq!(value(io.take(Tag(5))), Some(5));
         assert_eq!(io.live, 0);
     }
 

@@ -77,6 +77,14 @@ macro_rules! yield_cmd {
 /// until all have completed: evaluates to `Vec<Result<C::Output, YieldError>>`, in the
 /// iterable's order. An empty iterable evaluates at once to an empty vector.
 ///
+/// A `yield_all!` of [`Spawn`](crate::command::Spawn)s on a scheduler spawns each
+/// child as it comes out of the iterable and evaluates to their PIDs without
+/// suspending (the children start while the rest are made); each still takes its
+/// tag and gets what the `Spawn` handler would give. They go to the handler after
+/// the step instead when something must see each one: a handler registered for
+/// `Spawn` by the user, step timing, a recorded history, or TRACE-level tracing of
+/// the process; and in the test harness, where they are yields like any other.
+///
 /// Only usable where [`yield_cmd!`] is.
 ///
 /// # Example

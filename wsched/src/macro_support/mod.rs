@@ -33,7 +33,7 @@ pub mod this;
 pub use crate::error::RecvError;
 pub use suspend::{
     call, recv, recv_arm, recv_select, yield_all, yield_many, yield_one, AnyMessage, CallFuture,
-    CommandSet, Dispatcher, Filter, Recv, Results, Select, Typed, YieldMany, YieldOne,
+    CommandSet, Dispatcher, Filter, Recv, Results, Select, Typed, YieldAll, YieldMany, YieldOne,
 };
 
 /// Checks the argument count and then decodes the arguments one by one.

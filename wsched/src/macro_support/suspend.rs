@@ -27,7 +27,8 @@ use std::task::{Context as TaskCx, Poll};
 use std::time::Duration;
 
 use super::io::{self, Io};
-use crate::command::{Call, CallAnswer, Command, Sleep};
+use crate::command::{Call, CallAnswer, Command, Sleep, Spawn};
+use crate::engine::context::Context;
 use crate::engine::process::{Message, StepOutput, SuspendKind, SuspendPoint, Tag};
 use crate::error::{RecvError, YieldError};
 use crate::payload::{Meta, Payload};
@@ -311,12 +312,21 @@ pub fn yield_many<S: CommandSet>(commands: S) -> YieldMany<S::Output> {
 }
 
 /// `yield_all!(iterable)`: yields every command of the iterable in this step.
+///
+/// A `yield_all!` of [`Spawn`]s spawns each child as it is yielded, when the
+/// scheduler allows it (see `Handlers::spawns_at_yield`): each yield is done at
+/// once, with the result the built-in handler would have given it, and the
+/// suspension point completes without suspending.
 #[track_caller]
-pub fn yield_all<C: Command>(
-    commands: impl IntoIterator<Item = C>,
-) -> YieldMany<Vec<Result<C::Output, YieldError>>> {
+pub fn yield_all<C: Command>(commands: impl IntoIterator<Item = C>) -> YieldAll<C::Output> {
     let location = Location::caller();
     let commands = commands.into_iter();
+    // Decided once, as nothing a step does changes it.
+    if TypeId::of::<C>() == TypeId::of::<Spawn>()
+        && io::with_context("yield_all!", Context::spawns_at_yield)
+    {
+        return YieldAll::Done(Some(spawn_all(commands)));
+    }
     let first = io::with_step("yield_cmd!", |io, out| {
         io.reserve(out, commands.size_hint().0);
         io.tags_issued() + 1
@@ -330,12 +340,77 @@ pub fn yield_all<C: Command>(
         debug_assert_eq!(tag.0, first + count, "the tags of a yield_all! follow on");
         count += 1;
     }
-    YieldMany::new(first, count, type_name::<C>(), location, collect_vec::<C>)
+    YieldAll::Waiting(YieldMany::new(
+        first,
+        count,
+        type_name::<C>(),
+        location,
+        collect_vec::<C>,
+    ))
+}
+
+/// Spawns the child of each of `commands`, [`Spawn`]s, as it comes, each yield
+/// taking its tag and done at once; returns what the built-in handler would have
+/// completed them with. Each spawn runs the child's `init`, user code, and so does
+/// the iterator: under no borrow of the state.
+fn spawn_all<C: Command>(commands: impl Iterator<Item = C>) -> Vec<Result<C::Output, YieldError>> {
+    let mut results = Vec::with_capacity(commands.size_hint().0);
+    for command in commands {
+        let mut command = Some(command);
+        let Some(Spawn { process }) = (&mut command as &mut dyn Any)
+            .downcast_mut::<Option<Spawn>>()
+            .and_then(Option::take)
+        else {
+            unreachable!("called for `Spawn` commands only")
+        };
+        let spawned = io::with_context("yield_all!", |ctx| ctx.spawn_process(process.unstash()));
+        io::with("yield_all!", Io::tag_done_at_once);
+        let result = spawned.map_err(|error| YieldError::Failed {
+            command: type_name::<Spawn>(),
+            source: error.into(),
+        });
+        // `C::Output` is `Pid`: the same value, under the generic name.
+        let mut result = Some(result);
+        let result = (&mut result as &mut dyn Any)
+            .downcast_mut::<Option<Result<C::Output, YieldError>>>()
+            .and_then(Option::take)
+            .unwrap_or_else(|| unreachable!("a `Spawn` completes with a `Pid`"));
+        results.push(result);
+    }
+    results
 }
 
 /// The results of a `yield_all!` of `C`s: one allocation, of the exact size.
 fn collect_vec<C: Command>(results: Results) -> Vec<Result<C::Output, YieldError>> {
     results.map(output::<C::Output>).collect()
+}
+
+/// The future of a `yield_all!` whose commands have outputs `O`.
+#[must_use = "a yield does nothing unless awaited"]
+pub enum YieldAll<O> {
+    /// The commands were yielded: their results come back as they complete.
+    Waiting(YieldMany<Vec<Result<O, YieldError>>>),
+    /// Every yield was done at once (a `yield_all!` of spawns): the results, until
+    /// handed out.
+    Done(Option<Vec<Result<O, YieldError>>>),
+}
+
+impl<O> Unpin for YieldAll<O> {}
+
+impl<O> Future for YieldAll<O> {
+    type Output = Vec<Result<O, YieldError>>;
+
+    #[inline(always)]
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Self::Waiting(many) => Pin::new(many).poll(cx),
+            Self::Done(results) => Poll::Ready(
+                results
+                    .take()
+                    .expect("a `yield_all!` future is not polled after it completed"),
+            ),
+        }
+    }
 }
 
 /// The results of commands yielded together, once all have arrived or were given up

@@ -578,6 +578,16 @@ impl Marks {
         unsafe { (*self.history.get()).as_ref() }
     }
 
+    /// Whether the process is captured.
+    ///
+    /// # Safety
+    /// As [`capture`](Self::capture).
+    #[inline(always)]
+    pub(crate) unsafe fn is_captured(&self) -> bool {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.capture() }.is_some()
+    }
+
     /// Takes the capture out (the process ends).
     ///
     /// # Safety

@@ -227,6 +227,17 @@ impl Instrument for Layers {
     }
 
     #[inline(always)]
+    unsafe fn yields_watched(span: &ProcessMarks) -> bool {
+        // SAFETY: forwarded from the caller.
+        #[cfg(feature = "sim")]
+        if unsafe { span.is_captured() } {
+            return true;
+        }
+        // SAFETY: forwarded from the caller.
+        unsafe { trace::yields_traced(span) }
+    }
+
+    #[inline(always)]
     fn exited(owned: &Owned<'_>, result: &Result<Payload, ProcessError>) {
         trace::exited(owned, result);
         #[cfg(feature = "sim")]

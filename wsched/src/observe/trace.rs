@@ -171,6 +171,25 @@ impl SpanSlot {
     }
 }
 
+/// Whether the yields of the process whose span this is are traced one by one (its
+/// span is enabled and TRACE events are on): then each must go through the
+/// dispatch that traces it.
+///
+/// # Safety
+/// The caller owns the process (see [`SpanSlot::get`]).
+#[inline(always)]
+#[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+pub(crate) unsafe fn yields_traced(slot: &SpanSlot) -> bool {
+    #[cfg(feature = "tracing")]
+    {
+        // SAFETY: forwarded from the caller.
+        let span = unsafe { slot.get() };
+        !span.is_disabled() && tracing::level_enabled!(Level::TRACE)
+    }
+    #[cfg(not(feature = "tracing"))]
+    false
+}
+
 /// A process was spawned (its `init` succeeded): the DEBUG event `spawned`, in its
 /// span. Called by the spawner, which owns the process until it is published.
 #[inline(always)]

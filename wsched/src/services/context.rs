@@ -24,6 +24,12 @@ impl Backend for Header {
         handle.shared().spawn(handle, parent, process)
     }
 
+    fn spawns_at_yield(&self) -> bool {
+        // SAFETY: asked only from a step of this process (see the trait), whose
+        // runner owns it.
+        self.handle().shared().handlers().spawns_at_yield() && !unsafe { self.yields_watched() }
+    }
+
     #[inline]
     fn send(&self, from: Option<Pid>, to: Pid, payload: Payload) -> Result<(), SendError> {
         self.handle().shared().send_message(from, to, payload)

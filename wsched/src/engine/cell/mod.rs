@@ -860,6 +860,17 @@ impl Header {
             .expect("a process run by a scheduler has its handle")
     }
 
+    /// Whether the instruments look at each of this process's yields (see
+    /// [`Instrument::yields_watched`]).
+    ///
+    /// # Safety
+    /// The caller owns the process: it runs in a step of it.
+    #[inline]
+    pub(crate) unsafe fn yields_watched(&self) -> bool {
+        // SAFETY: forwarded from the caller; only the owner touches the span.
+        unsafe { <Layers as Instrument>::yields_watched(&self.span) }
+    }
+
     pub(crate) fn pid(&self) -> Pid {
         self.pid
     }
