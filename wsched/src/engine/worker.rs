@@ -70,7 +70,7 @@ const MAX_LIFO_STREAK: u8 = 3;
 #[cfg(not(loom))]
 const SPIN_ROUNDS: u32 = 4;
 #[cfg(not(loom))]
-const YIELD_ROUNDS: u32 = 16;
+const YIELD_ROUNDS: u32 = 5;
 #[cfg(loom)]
 const SPIN_ROUNDS: u32 = 1;
 #[cfg(loom)]
