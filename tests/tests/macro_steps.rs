@@ -3,6 +3,7 @@
 //! whatever n is; completions that arrive one by one cost O(1) each; the
 //! `wsched::this` functions still refuse outside a step with the same messages.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -59,6 +60,16 @@ impl Batch {
             .collect()
     }
 
+    /// One `yield_all!` whose iterator panics after spawning `n` `Counted`s.
+    #[entry]
+    fn panics_after(&mut self, n: u32, ran: Arc<AtomicUsize>) -> usize {
+        let spawns = (0..=n).map(|i| {
+            assert!(i < n, "the iterator gives up after {n} spawns");
+            Spawn::detached(Counted(ran.clone()), "run", ())
+        });
+        yield_all!(spawns).len()
+    }
+
     /// One `yield_all!` of `n` `Numbered`s; their results in order.
     #[entry]
     fn numbered(&mut self, n: u32) -> Result<Vec<u32>, BoxError> {
@@ -72,6 +83,17 @@ impl Batch {
 
 /// Ends in its first step.
 struct Leaf;
+
+/// Counts itself and ends.
+struct Counted(Arc<AtomicUsize>);
+
+#[process]
+impl Counted {
+    #[entry]
+    fn run(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
 
 #[process]
 impl Leaf {
@@ -195,6 +217,28 @@ fn a_spawn_done_at_once_fails_as_its_handler_would_have_failed_it() {
         at_once[0].contains("Spawn") && at_once[0].contains("nope"),
         "names the command and the unknown entry: {}",
         at_once[0]
+    );
+}
+
+#[test]
+fn children_spawned_before_the_iterator_panics_run() {
+    let s = scheduler(2);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let pid = s
+        .spawn(Batch, "panics_after", (3_u32, ran.clone()))
+        .unwrap();
+    let failure = s.wait(pid).expect_err("the step panicked").to_string();
+    assert!(failure.contains("gives up after 3 spawns"), "{failure}");
+    // Once every process has ended, the count is final.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while s.metrics().live > 0 {
+        assert!(Instant::now() < deadline, "processes still live");
+        std::thread::yield_now();
+    }
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        3,
+        "spawned as yielded, not taken back"
     );
 }
 

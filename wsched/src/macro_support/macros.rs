@@ -83,7 +83,9 @@ macro_rules! yield_cmd {
 /// tag and gets what the `Spawn` handler would give. They go to the handler after
 /// the step instead when something must see each one: a handler registered for
 /// `Spawn` by the user, step timing, a recorded history, or TRACE-level tracing of
-/// the process; and in the test harness, where they are yields like any other.
+/// the process; and in the test harness, where they are yields like any other. As
+/// with a loop of [`this::spawn`](crate::this::spawn), children spawned before the
+/// iterator panics (or the step fails) are running: they are not taken back.
 ///
 /// Only usable where [`yield_cmd!`] is.
 ///
