@@ -131,15 +131,26 @@ unsafe fn drop_value<T>(storage: &mut Storage) {
     }
 }
 
+/// `value` as a `U` when `T` is `U` (a generic parameter that is, in fact, a known
+/// type), else `value` back. The check is of two constant `TypeId`s, which the
+/// compiler folds: no cost where the answer is known when compiling.
+#[inline(always)]
+pub(crate) fn same_type<T: Any, U: Any>(value: T) -> Result<U, T> {
+    let mut slot = Some(value);
+    match (&mut slot as &mut dyn Any).downcast_mut::<Option<U>>() {
+        Some(as_u) => Ok(as_u.take().expect("the slot was just filled")),
+        None => Err(slot.expect("the slot was just filled")),
+    }
+}
+
 impl Payload {
     /// Wraps `value`. Wrapping a `Payload` returns it unchanged rather than nesting it,
     /// so APIs that take `impl Any + Send` accept ready-made payloads too.
     pub fn new<T: Any + Send>(value: T) -> Self {
-        let mut slot = Some(value);
-        if let Some(already) = (&mut slot as &mut dyn Any).downcast_mut::<Option<Payload>>() {
-            return already.take().expect("slot was just filled");
+        match same_type::<T, Payload>(value) {
+            Ok(already) => already,
+            Err(value) => Self::with_meta(value, &<T as Described>::META),
         }
-        Self::with_meta(slot.expect("slot was just filled"), &<T as Described>::META)
     }
 
     /// Wraps a yielded command whose completion carries an `O`, remembering that
@@ -266,14 +277,11 @@ impl Payload {
     /// [`new`](Self::new), so generic code over "any output type" works for commands
     /// whose output is a `Payload`.
     pub fn downcast<T: Any>(self) -> Result<T, PayloadTypeError> {
-        if TypeId::of::<T>() == TypeId::of::<Payload>() {
-            let mut slot = Some(self);
-            let as_t = (&mut slot as &mut dyn Any)
-                .downcast_mut::<Option<T>>()
-                .expect("T is Payload");
-            return Ok(as_t.take().expect("slot was just filled"));
-        }
-        self.take::<T>().map_err(|payload| PayloadTypeError {
+        let payload = match same_type::<Payload, T>(self) {
+            Ok(as_t) => return Ok(as_t),
+            Err(payload) => payload,
+        };
+        payload.take::<T>().map_err(|payload| PayloadTypeError {
             expected: std::any::type_name::<T>(),
             payload: Returned::new(payload),
         })

@@ -212,8 +212,7 @@ impl Context {
         options: SpawnOptions,
     ) -> Result<Pid, SpawnError> {
         let process = NewProcess::new(process, method.name(), input.into_payloads(), false);
-        self.backend()
-            .spawn(Some(self.pid()), options.apply(process))
+        self.spawn_process(options.apply(process))
     }
 
     /// [`spawn_linked_with`](Self::spawn_linked_with) for a supervisor's child: when
@@ -242,8 +241,7 @@ impl Context {
         if supervised {
             process = process.supervised();
         }
-        self.backend()
-            .spawn(Some(self.pid()), options.apply(process))
+        self.spawn_process(options.apply(process))
     }
 }
 
@@ -384,7 +382,7 @@ impl Context {
     ) -> Result<Pid, SpawnError> {
         let process =
             NewProcess::new(process, method.name(), input.into_payloads(), false).link_to_parent();
-        self.backend().spawn(Some(self.pid()), process)
+        self.spawn_process(process)
     }
 
     /// Like [`spawn_linked`](Self::spawn_linked), with `options` as
@@ -415,8 +413,9 @@ impl Context {
         self.backend().spawns_at_yield()
     }
 
-    /// Spawns the child of a `Spawn` command (see
-    /// [`spawns_at_yield`](Self::spawns_at_yield)), as its handler would.
+    /// Spawns `process` as this process's child (every spawn of the context, and
+    /// the `Spawn`s of a `yield_all!` done at once: see
+    /// [`spawns_at_yield`](Self::spawns_at_yield)).
     #[inline]
     pub(crate) fn spawn_process(&self, process: NewProcess) -> Result<Pid, SpawnError> {
         self.backend().spawn(Some(self.pid()), process)
@@ -429,8 +428,12 @@ impl Context {
         input: impl IntoPayloads,
         detached: bool,
     ) -> Result<Pid, SpawnError> {
-        let process = NewProcess::new(process, method, input.into_payloads(), detached);
-        self.backend().spawn(Some(self.pid()), process)
+        self.spawn_process(NewProcess::new(
+            process,
+            method,
+            input.into_payloads(),
+            detached,
+        ))
     }
 }
 

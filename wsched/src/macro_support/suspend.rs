@@ -31,7 +31,7 @@ use crate::command::{Call, CallAnswer, Command, Sleep, Spawn};
 use crate::engine::context::Context;
 use crate::engine::process::{Message, StepOutput, SuspendKind, SuspendPoint, Tag};
 use crate::error::{RecvError, YieldError};
-use crate::payload::{Meta, Payload};
+use crate::payload::{same_type, Meta, Payload};
 use crate::pid::Pid;
 use crate::runtime::CallError;
 
@@ -325,7 +325,11 @@ pub fn yield_all<C: Command>(commands: impl IntoIterator<Item = C>) -> YieldAll<
     if TypeId::of::<C>() == TypeId::of::<Spawn>()
         && io::with_context("yield_all!", Context::spawns_at_yield)
     {
-        return YieldAll::Done(Some(spawn_all(commands)));
+        // `C` is `Spawn`, so its output is `Pid`: the same vector, under the
+        // generic name.
+        let results = same_type(spawn_all(commands))
+            .unwrap_or_else(|_| unreachable!("a `Spawn` completes with a `Pid`"));
+        return YieldAll::Done(Some(results));
     }
     let first = io::with_step("yield_cmd!", |io, out| {
         io.reserve(out, commands.size_hint().0);
@@ -353,29 +357,18 @@ pub fn yield_all<C: Command>(commands: impl IntoIterator<Item = C>) -> YieldAll<
 /// taking its tag and done at once; returns what the built-in handler would have
 /// completed them with. Each spawn runs the child's `init`, user code, and so does
 /// the iterator: under no borrow of the state.
-fn spawn_all<C: Command>(commands: impl Iterator<Item = C>) -> Vec<Result<C::Output, YieldError>> {
+fn spawn_all<C: Command>(commands: impl Iterator<Item = C>) -> Vec<Result<Pid, YieldError>> {
     let mut results = Vec::with_capacity(commands.size_hint().0);
     for command in commands {
-        let mut command = Some(command);
-        let Some(Spawn { process }) = (&mut command as &mut dyn Any)
-            .downcast_mut::<Option<Spawn>>()
-            .and_then(Option::take)
-        else {
+        let Ok(Spawn { process }) = same_type::<C, Spawn>(command) else {
             unreachable!("called for `Spawn` commands only")
         };
         let spawned = io::with_context("yield_all!", |ctx| ctx.spawn_process(process.unstash()));
         io::with("yield_all!", Io::tag_done_at_once);
-        let result = spawned.map_err(|error| YieldError::Failed {
+        results.push(spawned.map_err(|error| YieldError::Failed {
             command: type_name::<Spawn>(),
             source: error.into(),
-        });
-        // `C::Output` is `Pid`: the same value, under the generic name.
-        let mut result = Some(result);
-        let result = (&mut result as &mut dyn Any)
-            .downcast_mut::<Option<Result<C::Output, YieldError>>>()
-            .and_then(Option::take)
-            .unwrap_or_else(|| unreachable!("a `Spawn` completes with a `Pid`"));
-        results.push(result);
+        }));
     }
     results
 }
