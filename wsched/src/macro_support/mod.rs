@@ -326,8 +326,13 @@ impl<P, S, F> Machine<P, S, F> {
     }
 
     /// Drops the coroutine (and with it the struct) in place, with the state
-    /// installed so that `Drop` impls may still use `wsched::this`.
+    /// installed so that `Drop` impls may still use `wsched::this`. Nothing to do
+    /// once finished: `close` after a step that finished the entry (every end of a
+    /// process that ran to completion) skips installing the state for nothing.
     fn finish(&mut self) {
+        if matches!(self.state, State::Finished) {
+            return;
+        }
         let mut direct = None;
         let lent = io::Lent::new(&mut self.io, self.ctx.as_ref(), None, &mut direct);
         let _installed = io::install(&lent);
