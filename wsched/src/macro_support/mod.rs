@@ -48,13 +48,10 @@ impl Args {
     ///
     /// # Errors
     /// [`InitError::ArgumentCount`] when `input` has another length.
+    #[inline]
     pub fn new(entry: &'static str, input: Payloads, expected: usize) -> Result<Self, InitError> {
         if input.len() != expected {
-            return Err(InitError::ArgumentCount {
-                entry: entry.to_owned(),
-                expected,
-                got: input.len(),
-            });
+            return Err(Self::count_error(entry, expected, input.len()));
         }
         Ok(Self {
             entry,
@@ -63,23 +60,48 @@ impl Args {
         })
     }
 
+    /// Out of line, so that the check inlined into every entry's start is a
+    /// compare and a branch.
+    #[cold]
+    #[inline(never)]
+    fn count_error(entry: &'static str, expected: usize, got: usize) -> InitError {
+        InitError::ArgumentCount {
+            entry: entry.to_owned(),
+            expected,
+            got,
+        }
+    }
+
     /// Decodes the next argument, called `name`, as a `T`.
     ///
     /// # Errors
     /// [`InitError::ArgumentType`] when the payload holds another type.
+    #[inline]
     pub fn next<T: Any>(&mut self, name: &'static str) -> Result<T, InitError> {
         let position = self.position;
         self.position += 1;
         let payload = self.input.next().expect("the count was checked");
         payload
             .downcast::<T>()
-            .map_err(|e| InitError::ArgumentType {
-                entry: self.entry.to_owned(),
-                argument: name.to_owned(),
-                position,
-                expected: e.expected(),
-                actual: e.actual(),
-            })
+            .map_err(|e| Self::type_error(self.entry, name, position, e))
+    }
+
+    /// Out of line, as [`count_error`](Self::count_error).
+    #[cold]
+    #[inline(never)]
+    fn type_error(
+        entry: &'static str,
+        name: &'static str,
+        position: usize,
+        error: crate::payload::PayloadTypeError,
+    ) -> InitError {
+        InitError::ArgumentType {
+            entry: entry.to_owned(),
+            argument: name.to_owned(),
+            position,
+            expected: error.expected(),
+            actual: error.actual(),
+        }
     }
 }
 
