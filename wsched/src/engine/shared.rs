@@ -567,7 +567,9 @@ impl Shared {
     /// `unwatched` (nobody monitors or links to anything), returns the report of a
     /// failed detached process, nobody's to observe (see `unobserved.rs`): worked out
     /// in the branch that counts a failure, so a process that finishes pays nothing.
-    #[inline]
+    /// Inlined into `end` (LLVM left it out of line): the result and the report
+    /// were copied through memory for the call.
+    #[inline(always)]
     fn publish(
         &self,
         owned: Owned<'_>,

@@ -1352,6 +1352,13 @@ impl<'a> Owned<'a> {
     pub(crate) fn close_mailbox(&mut self) -> Vec<Event> {
         let mut leftovers = Vec::new();
         let mut mailbox = self.cell.mailbox.lock();
+        if let First::Empty = mailbox.first {
+            // Nothing queued (events after a first one only ever follow it): most
+            // ends. Without the drop glue of the `Empty` it overwrites, nor the
+            // drain's branches.
+            mem::forget(mem::replace(&mut mailbox.first, First::Closed));
+            return leftovers;
+        }
         let burst = mailbox.drain_into(&mut leftovers, self.cell);
         mailbox.first = First::Closed;
         drop(mailbox);
