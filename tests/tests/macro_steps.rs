@@ -323,6 +323,44 @@ fn this_refuses_outside_a_step_and_before_init_with_its_messages() {
     );
 }
 
+/// Records, when dropped, which process `wsched::this` reaches.
+struct SeesItsProcess(Arc<Mutex<Option<Option<Pid>>>>);
+
+impl Drop for SeesItsProcess {
+    fn drop(&mut self) {
+        *self.0.lock().unwrap() = Some(this::try_context().map(|c| c.pid()));
+    }
+}
+
+#[process]
+impl SeesItsProcess {
+    #[entry]
+    fn run(&mut self) -> u32 {
+        7
+    }
+}
+
+/// The struct of an entry that returns is dropped by the step that finishes it,
+/// where `wsched::this` still reaches the process (as it is before and after init
+/// in the test above): the machine does not drop it again, later, outside the step.
+#[test]
+fn a_struct_dropped_as_its_entry_returns_still_sees_its_process() {
+    for form in ["scheduler", "harness"] {
+        let seen = Arc::new(Mutex::new(None));
+        let pid = if form == "scheduler" {
+            let s = Scheduler::builder().workers(1).build().unwrap();
+            let pid = s.spawn(SeesItsProcess(seen.clone()), "run", ()).unwrap();
+            assert_eq!(s.wait(pid).unwrap().downcast::<u32>().unwrap(), 7);
+            pid
+        } else {
+            let mut t = TestProcess::start(SeesItsProcess(seen.clone()), "run", ()).unwrap();
+            assert_eq!(t.result::<u32>(), 7);
+            t.pid()
+        };
+        assert_eq!(*seen.lock().unwrap(), Some(Some(pid)), "{form}");
+    }
+}
+
 /// Hands out its own context, so that a test can initialise processes by hand.
 struct ContextOut;
 

@@ -461,7 +461,11 @@ where
         self.publish_held();
         match poll {
             Poll::Ready(result) => {
-                self.finish();
+                // A coroutine that returned has dropped everything it held (the
+                // struct too) within the poll, where `wsched::this` reached the
+                // process: what is left owns nothing, and needs no state installed
+                // to be dropped (`finish` would install it for nothing).
+                self.state = State::Finished;
                 out.set_status(Status::Done(result?));
             }
             // The suspension point set the status, with where it waits.
