@@ -347,6 +347,17 @@ impl<P, S, F> Machine<P, S, F> {
         }
     }
 
+    /// Drops a coroutine that returned. It dropped everything it held (the struct
+    /// too) within its last poll, where `wsched::this` reached the process: what is
+    /// left owns nothing, and needs no state installed to be dropped (`finish`
+    /// would install it for nothing). Out of line, as `finish` was: inlined, the
+    /// coroutine's drop made the step, which every message and completion runs,
+    /// larger for the one time its entry returns.
+    #[inline(never)]
+    fn drop_returned(&mut self) {
+        self.state = State::Finished;
+    }
+
     /// Drops the coroutine (and with it the struct) in place, with the state
     /// installed so that `Drop` impls may still use `wsched::this`. Nothing to do
     /// once finished: `close` after a step that finished the entry (every end of a
@@ -461,11 +472,7 @@ where
         self.publish_held();
         match poll {
             Poll::Ready(result) => {
-                // A coroutine that returned has dropped everything it held (the
-                // struct too) within the poll, where `wsched::this` reached the
-                // process: what is left owns nothing, and needs no state installed
-                // to be dropped (`finish` would install it for nothing).
-                self.state = State::Finished;
+                self.drop_returned();
                 out.set_status(Status::Done(result?));
             }
             // The suspension point set the status, with where it waits.
