@@ -38,13 +38,17 @@ use crate::time::clock;
 /// use wsched::prelude::*;
 /// use wsched::{Down, ExitReason, Scheduler};
 ///
-/// /// Answers the PID it is given with "hello", then finishes.
+/// /// Once told to go, answers the PID it is given with "hello", then finishes.
 /// struct Greeter;
+///
+/// /// The go-ahead, sent once the thread watches the greeter.
+/// struct Go;
 ///
 /// #[process]
 /// impl Greeter {
 ///     #[entry]
 ///     fn run(&mut self, to: Pid) -> Result<(), BoxError> {
+///         let Go = recv!(Go)?;
 ///         this::send(to, 7_u32)?;
 ///         this::send(to, "hello")?;
 ///         Ok(())
@@ -54,7 +58,10 @@ use crate::time::clock;
 /// let scheduler = Scheduler::builder().workers(2).build()?;
 /// let inbox = scheduler.inbox()?;
 /// let greeter = scheduler.spawn(Greeter, "run", (inbox.pid(),))?;
+/// // Watched before it may end: a monitor set on a process that has already
+/// // ended gets its `Down` at once, with `ExitReason::NoSuchProcess`.
 /// let watch = inbox.monitor(greeter);
+/// scheduler.send(greeter, Go)?;
 /// let wait = Duration::from_secs(20);
 /// // By type: the `&str` first, though the `u32` came before it.
 /// assert_eq!(inbox.recv::<&str>(wait)?, "hello");
