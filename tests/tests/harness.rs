@@ -519,6 +519,53 @@ fn typed_receive_leaves_other_messages_queued_in_order() {
     );
 }
 
+/// How many times `Sifter`'s guard looked at a message.
+static SIFTER_LOOKS: AtomicUsize = AtomicUsize::new(0);
+
+fn looked_at() -> bool {
+    SIFTER_LOOKS.fetch_add(1, Ordering::Relaxed);
+    true
+}
+
+/// Receives even numbers twice, by an arm whose guard counts its looks, then the
+/// rest in order.
+struct Sifter;
+
+#[process]
+impl Sifter {
+    #[entry]
+    fn run(&mut self) -> Vec<u32> {
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            got.push(recv! { n: u32 if looked_at() && n % 2 == 0 => n }.unwrap());
+        }
+        while let Ok(n) = recv!(u32, timeout = Duration::ZERO) {
+            got.push(n);
+        }
+        got
+    }
+}
+
+#[test]
+fn a_step_s_first_message_refused_stays_oldest_and_each_message_is_looked_at_once() {
+    // The step's first message reaches the waiting receive straight from the
+    // step's events when nothing is held; refused, it must still come before the
+    // messages of the same step, and be offered to the receive only once.
+    let mut t = TestProcess::start(Sifter, "run", ()).unwrap();
+    t.step_with([
+        testing::message(None, 1_u32),
+        testing::message(None, 3_u32),
+        testing::message(None, 4_u32),
+    ]);
+    // 1, 3 and 4 looked at once each for the first receive (4 taken), 1 and 3
+    // again for the second, which waits.
+    assert_eq!(SIFTER_LOOKS.load(Ordering::Relaxed), 5);
+    assert_eq!(t.status(), TestStatus::WaitingForMessage);
+    t.send(6_u32);
+    assert_eq!(SIFTER_LOOKS.load(Ordering::Relaxed), 8);
+    assert_eq!(t.result::<Vec<u32>>(), [4, 6, 1, 3]);
+}
+
 #[test]
 fn receive_times_out_with_a_sleep_yield() {
     let mut t = TestProcess::start(Inbox, "with_timeout", (ms(50),)).unwrap();

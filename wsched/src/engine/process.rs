@@ -303,7 +303,30 @@ impl<'a> Events<'a> {
     pub(crate) fn next_completion_if(
         &mut self,
         accept: impl FnOnce(&Completion) -> bool,
-    ) -> Option<InPlace<'a>> {
+    ) -> Option<InPlace<'a, Completion>> {
+        self.next_in_place(|event| match event {
+            Event::Completion(c) if accept(c) => Some(c),
+            _ => None,
+        })
+    }
+
+    /// Takes the next event if it is a message, left where it is in the buffer
+    /// (see [`InPlace`]); leaves the event otherwise. For the macro's step, which
+    /// hands it to a waiting `recv!` without buffering it.
+    #[inline(always)]
+    pub(crate) fn next_message(&mut self) -> Option<InPlace<'a, Message>> {
+        self.next_in_place(|event| match event {
+            Event::Message(m) => Some(m),
+            _ => None,
+        })
+    }
+
+    /// Takes the part of the next event that `part` finds, left in place.
+    #[inline(always)]
+    fn next_in_place<T>(
+        &mut self,
+        part: impl FnOnce(&mut Event) -> Option<&mut T>,
+    ) -> Option<InPlace<'a, T>> {
         if self.cursor.left() == 0 {
             return None;
         }
@@ -312,21 +335,16 @@ impl<'a> Events<'a> {
         // SAFETY: element `next` is live and owned by the iterator (see the
         // invariant).
         let event = unsafe { &mut *self.buffer.as_mut_ptr().add(self.cursor.next() as usize) };
-        match event {
-            Event::Completion(c) if accept(c) => {
-                let completion = NonNull::from(c);
-                // The event is handed to the `InPlace`, which owns the completion
-                // (all of the event that owns anything) from now on: past `next`,
-                // the iterator no longer drops it (see the invariant). `next < end`,
-                // so this cannot carry into `end`.
-                self.cursor.0 += 1;
-                Some(InPlace {
-                    completion,
-                    _owns: PhantomData,
-                })
-            }
-            _ => None,
-        }
+        let value = NonNull::from(part(event)?);
+        // The event is handed to the `InPlace`, which owns the part (all of the
+        // event that owns anything: the variant's one field) from now on: past
+        // `next`, the iterator no longer drops it (see the invariant). `next <
+        // end`, so this cannot carry into `end`.
+        self.cursor.0 += 1;
+        Some(InPlace {
+            value,
+            _owns: PhantomData,
+        })
     }
 
     fn remaining(&self) -> &[Event] {
@@ -341,40 +359,42 @@ impl<'a> Events<'a> {
     }
 }
 
-/// A completion in a step's event buffer, taken out of the [`Events`] but not
-/// moved: it is read out once, by [`take`](Self::take), where it is needed, or
-/// dropped where it is. Moving it to the step's stack and reading it back from
-/// there made the machine's step load fields wider than it had stored them (a
-/// store-forwarding stall, in one build out of two).
-pub(crate) struct InPlace<'a> {
-    /// Owned: see `Events::next_completion_if`.
-    completion: NonNull<Completion>,
+/// A completion or message in a step's event buffer, taken out of the [`Events`]
+/// but not moved: it is read out once, by [`take`](Self::take), where it is
+/// needed, or dropped where it is. Moving it to the step's stack and reading it
+/// back from there made the machine's step load fields wider than it had stored
+/// them (a store-forwarding stall, in one build out of two).
+pub(crate) struct InPlace<'a, T> {
+    /// Owned: see `Events::next_in_place`.
+    value: NonNull<T>,
     /// The buffer it lives in stays borrowed (nothing can move or overwrite it).
-    _owns: PhantomData<&'a mut Completion>,
+    _owns: PhantomData<&'a mut T>,
 }
 
-impl InPlace<'_> {
+impl InPlace<'_, Completion> {
     /// The tag of the completion.
     #[inline(always)]
     pub(crate) fn tag(&self) -> Tag {
         // SAFETY: the completion is live and owned by `self` (see the fields).
-        unsafe { self.completion.as_ref() }.tag
-    }
-
-    /// Reads the completion out.
-    #[inline(always)]
-    pub(crate) fn take(self) -> Completion {
-        let this = std::mem::ManuallyDrop::new(self);
-        // SAFETY: the completion is live and owned by `self`, which is forgotten:
-        // it is read out once and never dropped in place.
-        unsafe { std::ptr::read(this.completion.as_ptr()) }
+        unsafe { self.value.as_ref() }.tag
     }
 }
 
-impl Drop for InPlace<'_> {
+impl<T> InPlace<'_, T> {
+    /// Reads the value out.
+    #[inline(always)]
+    pub(crate) fn take(self) -> T {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: the value is live and owned by `self`, which is forgotten: it is
+        // read out once and never dropped in place.
+        unsafe { std::ptr::read(this.value.as_ptr()) }
+    }
+}
+
+impl<T> Drop for InPlace<'_, T> {
     fn drop(&mut self) {
-        // SAFETY: the completion is live and owned by `self`, and never used again.
-        unsafe { std::ptr::drop_in_place(self.completion.as_ptr()) }
+        // SAFETY: the value is live and owned by `self`, and never used again.
+        unsafe { std::ptr::drop_in_place(self.value.as_ptr()) }
     }
 }
 

@@ -22,7 +22,9 @@
 //! state's bookkeeping of tags: the step leaves it in its event buffer
 //! ([`Direct`], lent with the rest) for the suspension point that waits for it,
 //! which reads it from there without a closure being lent the state, and only
-//! moves it into the state if anything else looks there first.
+//! moves it into the state if anything else looks there first. So does the step's
+//! first message when no message is held: a `recv!` waiting for it takes it from
+//! the event buffer instead of the buffer of held messages.
 //!
 //! The suspension points write their yields, withdrawals and where they wait
 //! straight into the output: the state holds only what lasts between steps, which
@@ -40,7 +42,7 @@ use std::mem::{self, ManuallyDrop};
 use std::ptr;
 use std::task::{Context as TaskCx, RawWaker, RawWakerVTable, Waker};
 
-use super::suspend::{take_message, Filter};
+use super::suspend::{find_after_first, take_message, Filter};
 use crate::command::Command;
 use crate::engine::context::Context;
 use crate::engine::process::{
@@ -174,7 +176,7 @@ impl Io {
             Event::Completion(c) => {
                 // A completion after the direct one: a duplicate must find it in its
                 // slot.
-                if let Some(first) = direct.take() {
+                if let Some(first) = direct.completion.take() {
                     self.settle(first.take());
                 }
                 self.complete(c)
@@ -250,6 +252,57 @@ impl Io {
         self.runner & (HELD_CHANGED | BOUNDED) != 0
     }
 
+    /// [`receive`](Self::receive), offered first the step's direct message (see
+    /// [`Direct`]), the oldest: taken without passing through the buffer if the
+    /// receive takes it, which leaves the held messages as they were; put at the
+    /// buffer's front otherwise, where it is still the oldest.
+    #[inline(always)]
+    pub(crate) fn receive_direct<F: Filter>(
+        &mut self,
+        filter: &mut F,
+        direct: &mut Option<InPlace<'_, Message>>,
+    ) -> Option<F::Output> {
+        match direct.take() {
+            None => self.receive(filter),
+            Some(message) => match filter.try_convert(message.take()) {
+                Ok(value) => Some(value),
+                Err(refused) => self.refused_direct(filter, refused),
+            },
+        }
+    }
+
+    /// The rest of [`receive_direct`](Self::receive_direct) when the receive
+    /// refused the direct message: it is held, and the receive looks at the rest
+    /// (each message tried once, as `receive` would have). Out of line: a
+    /// selective receive passing a message over is the rare case.
+    #[cold]
+    #[inline(never)]
+    fn refused_direct<F: Filter>(&mut self, filter: &mut F, refused: Message) -> Option<F::Output> {
+        self.settle_message(refused);
+        let message = find_after_first(filter, &mut self.mailbox)?;
+        self.runner |= HELD_CHANGED;
+        Some(message)
+    }
+
+    /// Holds the step's direct message (see [`Direct`]), which no receive took, in
+    /// the buffer: at its front, as everything the buffer holds came in later (it
+    /// was empty when the step began).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn settle_message(&mut self, message: Message) {
+        self.mailbox.push_front(message);
+        self.runner |= HELD_CHANGED;
+    }
+
+    /// Whether the step may hand its first message to a receive directly (see
+    /// [`Direct`]): the buffer holds none (so it is the oldest) and the mailbox is
+    /// not bounded (a bounded one counts what a step takes in until the step
+    /// reports the buffer, which it does only when the buffer changed).
+    #[inline(always)]
+    pub(crate) fn takes_direct_message(&self) -> bool {
+        self.mailbox.is_empty() && self.runner & BOUNDED == 0
+    }
+
     /// Whether the held messages changed since the step last reported them,
     /// forgetting it: the step is reporting them now.
     pub(crate) fn take_held_changed(&mut self) -> bool {
@@ -278,7 +331,7 @@ impl Io {
     /// which loom builds leave out).
     #[cfg(all(test, not(loom)))]
     fn deliver(&mut self, event: Event) -> Option<Payload> {
-        self.take_in(event, &mut None)
+        self.take_in(event, &mut Direct::default())
     }
 
     /// Takes in a completion: into its slot if it waits, else handed back.
@@ -545,17 +598,31 @@ impl Io {
     }
 }
 
-/// The completion of the yield waiting alone (see `Io::slots`), when it is the
-/// first event of the step: it stays in the step's event buffer until its
-/// suspension point takes it.
-pub(crate) type Direct<'a> = Option<InPlace<'a>>;
+/// What a step hands its suspension points without the state's bookkeeping: both
+/// stay in the step's event buffer until a suspension point takes them, and move
+/// into the state only if anything else looks there first ([`settle`]).
+#[derive(Default)]
+pub(crate) struct Direct<'a> {
+    /// The completion of the yield waiting alone (see `Io::slots`), when it is the
+    /// first event of the step.
+    pub(crate) completion: Option<InPlace<'a, Completion>>,
+    /// The step's first message (after the direct completion, if any) when the
+    /// buffer of held messages is empty ([`Io::takes_direct_message`]): the usual
+    /// case of a process waiting in a `recv!`, whose receive takes it from here
+    /// ([`Io::receive_direct`]) without pushing it into the buffer and popping it
+    /// out again.
+    pub(crate) message: Option<InPlace<'a, Message>>,
+}
 
-/// Moves a direct completion into its slot, for a use of the state that looks at
-/// the slots: one branch when there is none.
+/// Moves what the step holds directly into the state, for a use of the state that
+/// looks at the slots or the held messages: two branches when there is nothing.
 #[inline(always)]
 fn settle(io: &mut Io, direct: &mut Direct<'_>) {
-    if let Some(c) = direct.take() {
+    if let Some(c) = direct.completion.take() {
         io.settle(c.take());
+    }
+    if let Some(m) = direct.message.take() {
+        io.settle_message(m.take());
     }
 }
 
@@ -571,19 +638,19 @@ pub(crate) struct Lent<'a> {
     /// The step's output, or null while the machine drops its coroutine (when no
     /// suspension point can run).
     out: *mut StepOutput,
-    /// The step's direct completion (see [`Direct`]): taken by the suspension
-    /// point of the yield waiting alone, settled into its slot by every other use
-    /// of the state.
+    /// The step's direct completion and message (see [`Direct`]): taken by the
+    /// suspension point that waits for them, settled into the state by every
+    /// other use of it.
     ///
-    /// The lifetime of the event buffer it points into is erased (the `Lent`
-    /// already has one, and a second would spread to every user of it): the
-    /// completion is only ever read out, or dropped, during the step that lent
-    /// it, while the buffer is borrowed by the step's `Events`.
+    /// The lifetime of the event buffer they point into is erased (the `Lent`
+    /// already has one, and a second would spread to every user of it): they
+    /// are only ever read out, or dropped, during the step that lent them, while
+    /// the buffer is borrowed by the step's `Events`.
     direct: *mut Direct<'static>,
     /// Set while [`with`] or [`with_step`] lends the state out: a re-entrant use is
     /// refused.
     busy: Cell<bool>,
-    /// The borrows the pointers stand for (the direct completion's as a borrow of
+    /// The borrows the pointers stand for (the direct events' as a borrow of
     /// nothing: see `direct`).
     _lent: PhantomData<(&'a mut Io, &'a Context, &'a mut StepOutput, &'a mut ())>,
 }
@@ -651,6 +718,25 @@ impl<'a> Lent<'a> {
     }
 }
 
+/// A message the poll left untaken (its entry did not reach a receive that took it,
+/// or the poll panicked) goes into the buffer of held messages as the `Lent` is
+/// dropped, before the step looks at that buffer: also when unwinding, so that a
+/// process that panicked hands it to the dead letters with the rest as it closes,
+/// rather than dropping it with its event buffer.
+impl Drop for Lent<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        // SAFETY: `Lent::new` made the pointers from `&mut` borrows that the `Lent`
+        // keeps while it lives, and nothing else uses them now: the guards of every
+        // use (`Busy`, `Installed`) and the views of the poll were made after it and
+        // are gone before it.
+        let (io, direct) = unsafe { (&mut *self.io, &mut *self.direct) };
+        if let Some(m) = direct.message.take() {
+            io.settle_message(m.take());
+        }
+    }
+}
+
 /// A [`Lent`] as the suspension points polled by the step see it, through the
 /// poll's waker ([`with_step_in`]): copies of its pointers, in a value whose address
 /// goes nowhere but into the waker. When the entry's coroutine is inlined into the
@@ -715,10 +801,10 @@ impl View<'_> {
         // The direct completion is the one of the yield waiting alone: `tag`'s if
         // the tags match (as they do: only the pending suspension point has tags
         // outstanding).
-        if direct.as_ref().is_none_or(|c| c.tag() != tag) {
+        if direct.completion.as_ref().is_none_or(|c| c.tag() != tag) {
             return None;
         }
-        let completion = direct.take()?.take();
+        let completion = direct.completion.take()?.take();
         // SAFETY: as above.
         let io = unsafe { &mut *self.io };
         Some(io.take_alone(completion.result))
@@ -894,9 +980,9 @@ pub(crate) fn with_step_in<R>(
     lend_in::<true, R>(cx, what, f)
 }
 
-/// [`with_step_in`] for a use that reads none of the slots (a yield, a receive
-/// without a timer): a direct completion may stay where it is, which spares the
-/// check. Whatever reads the slots later settles it.
+/// [`with_step_in`] for a use that reads neither the slots nor the held messages
+/// (a yield): what the step holds directly may stay where it is, which spares the
+/// checks. Whatever reads them later settles it.
 #[inline(always)]
 #[track_caller]
 pub(crate) fn with_step_in_unsettled<R>(
@@ -907,8 +993,8 @@ pub(crate) fn with_step_in_unsettled<R>(
     lend_in::<false, R>(cx, what, f)
 }
 
-/// The two above: `SETTLE` says whether a direct completion is settled into its
-/// slot first (a constant, so each compiles to its own straight line).
+/// The two above: `SETTLE` says whether what the step holds directly is settled
+/// into the state first (a constant, so each compiles to its own straight line).
 #[inline(always)]
 #[track_caller]
 fn lend_in<const SETTLE: bool, R>(
@@ -933,6 +1019,30 @@ fn lend_in<const SETTLE: bool, R>(
         )
     } else {
         with_step(what, f)
+    }
+}
+
+/// [`with_step_in_unsettled`] for a receive: `f` also gets the step's direct
+/// message, if any (see [`Direct`]), to offer to the receive first
+/// ([`Io::receive_direct`]). A poll by something other than the machine's step
+/// finds it settled into the buffer.
+#[inline(always)]
+#[track_caller]
+pub(crate) fn receive_in<R>(
+    cx: &TaskCx<'_>,
+    what: &'static str,
+    f: impl FnOnce(&mut Io, &mut StepOutput, &mut Option<InPlace<'_, Message>>) -> R,
+) -> R {
+    let waker = cx.waker();
+    if ptr::eq(waker.vtable(), &LENDING) {
+        // SAFETY: as in `lend_in`.
+        unsafe { &*waker.data().cast::<View<'_>>() }.lend_step(
+            what,
+            #[inline(always)]
+            |io, out, direct| f(io, out, &mut direct.message),
+        )
+    } else {
+        with_step(what, |io, out| f(io, out, &mut None))
     }
 }
 

@@ -366,7 +366,7 @@ impl<P, S, F> Machine<P, S, F> {
         if matches!(self.state, State::Finished) {
             return;
         }
-        let mut direct = None;
+        let mut direct = io::Direct::default();
         let lent = io::Lent::new(&mut self.io, self.ctx.as_ref(), None, &mut direct);
         let _installed = io::install(&lent);
         // An assignment drops the old value where it is: the coroutine is not moved.
@@ -438,7 +438,23 @@ where
         // The completion of the yield waiting alone, if it comes first (as it does
         // alone): handed to its suspension point from here, it needs no slot (see
         // `io::Direct`).
-        let mut direct = events.next_completion_if(|c| self.io.waits_alone(c.tag));
+        // Else the first message when none is held, for the `recv!` waiting for
+        // it (see `io::Direct`). Not both: a step that completes a yield rarely
+        // brings a message, and a yield's step pays no look for one.
+        let mut direct = match events.next_completion_if(|c| self.io.waits_alone(c.tag)) {
+            Some(completion) => io::Direct {
+                completion: Some(completion),
+                message: None,
+            },
+            None => io::Direct {
+                completion: None,
+                message: if self.io.takes_direct_message() {
+                    events.next_message()
+                } else {
+                    None
+                },
+            },
+        };
         // Iterated in place: moving `events` into the loop copied it from where the
         // caller had just written it, a store-forwarding stall on every step.
         for event in events.by_ref() {
@@ -465,10 +481,14 @@ where
             future.poll(&mut TaskCx::from_waker(&waker))
         };
         // Untaken only if the entry awaited something else (an error below): it
-        // is taken in as any completion would be.
-        if let Some(c) = direct {
+        // is taken in as any completion would be. (An untaken message was, as the
+        // `Lent` was dropped.)
+        if let Some(c) = direct.completion {
             self.io.settle(c.take());
         }
+        // Taken by the `Lent`'s drop: spares the drop's check of it.
+        debug_assert!(direct.message.is_none());
+        mem::forget(direct.message);
         self.publish_held();
         match poll {
             Poll::Ready(result) => {

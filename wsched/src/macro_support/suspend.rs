@@ -767,11 +767,21 @@ fn find_message<F: Filter>(filter: &mut F, mailbox: &mut VecDeque<Message>) -> O
     // by index, and converting it checks its type once. A `recv!` arm's guard may
     // run here, under the borrow: it is user code, but it only reads the message.
     match filter.try_convert(mailbox.pop_front()?) {
-        Ok(value) => return Some(value),
-        Err(first) => mailbox.push_front(first),
+        Ok(value) => Some(value),
+        Err(first) => {
+            mailbox.push_front(first);
+            find_after_first(filter, mailbox)
+        }
     }
-    // The rest: a look at each type, and only a message of a wanted type is taken
-    // out to be tried (put back in its place if a pattern or guard refuses it).
+}
+
+/// [`find_message`] past the oldest message, which `filter` refused.
+pub(crate) fn find_after_first<F: Filter>(
+    filter: &mut F,
+    mailbox: &mut VecDeque<Message>,
+) -> Option<F::Output> {
+    // A look at each type, and only a message of a wanted type is taken out to be
+    // tried (put back in its place if a pattern or guard refuses it).
     let mut i = 1;
     while i < mailbox.len() {
         if filter.accepts(&mailbox[i]) {
@@ -908,15 +918,15 @@ impl<F: Filter> Future for Recv<F> {
         // no cancel and no timeout, the receive waits, as `poll_slow` would decide.
         // No timer: no slot is read.
         // Inlined by force (see `YieldOne::poll_first`).
-        let quick = io::with_step_in_unsettled(
+        let quick = io::receive_in(
             cx,
             "recv!",
             #[inline(always)]
-            |io, out| {
+            |io, out, direct| {
                 if matches!(this.deadline, Deadline::Timer(_)) {
                     return Quick::Other;
                 }
-                if let Some(message) = io.receive(&mut this.filter) {
+                if let Some(message) = io.receive_direct(&mut this.filter, direct) {
                     return Quick::Message(message);
                 }
                 if !matches!(this.deadline, Deadline::None) || io.cancel_pending() {
