@@ -1016,24 +1016,17 @@ fn lend_in<const SETTLE: bool, R>(
     what: &'static str,
     f: impl FnOnce(&mut Io, &mut StepOutput) -> R,
 ) -> R {
-    let waker = cx.waker();
-    if ptr::eq(waker.vtable(), &LENDING) {
-        // SAFETY: a waker with this vtable was made by `View::waker`, whose data is
-        // a `View` that outlives the poll this runs in (see there).
-        // Inlined by force, as the closures it wraps (see `YieldOne::poll_first`).
-        unsafe { &*waker.data().cast::<View<'_>>() }.lend_step(
-            what,
-            #[inline(always)]
-            |io, out, direct| {
-                if SETTLE {
-                    settle(io, direct);
-                }
-                f(io, out)
-            },
-        )
-    } else {
-        with_step(what, f)
-    }
+    lend_direct_in(
+        cx,
+        what,
+        #[inline(always)]
+        |io, out, direct| {
+            if SETTLE {
+                settle(io, direct);
+            }
+            f(io, out)
+        },
+    )
 }
 
 /// [`with_step_in_unsettled`] for a receive: `f` also gets the step's direct
@@ -1047,16 +1040,33 @@ pub(crate) fn receive_in<R>(
     what: &'static str,
     f: impl FnOnce(&mut Io, &mut StepOutput, &mut Option<InPlace<'_, Message>>) -> R,
 ) -> R {
+    lend_direct_in(
+        cx,
+        what,
+        #[inline(always)]
+        |io, out, direct| f(io, out, &mut direct.message),
+    )
+}
+
+/// Lends the state, the output and what the step holds directly (see [`Direct`])
+/// to `f`, found through the poll's waker when the machine's step made it; else
+/// through the thread-local slot, where `with_step` settles what the step holds
+/// directly first, and `f` finds nothing there.
+#[inline(always)]
+#[track_caller]
+fn lend_direct_in<R>(
+    cx: &TaskCx<'_>,
+    what: &'static str,
+    f: impl FnOnce(&mut Io, &mut StepOutput, &mut Direct<'_>) -> R,
+) -> R {
     let waker = cx.waker();
     if ptr::eq(waker.vtable(), &LENDING) {
-        // SAFETY: as in `lend_in`.
-        unsafe { &*waker.data().cast::<View<'_>>() }.lend_step(
-            what,
-            #[inline(always)]
-            |io, out, direct| f(io, out, &mut direct.message),
-        )
+        // SAFETY: a waker with this vtable was made by `View::waker`, whose data is
+        // a `View` that outlives the poll this runs in (see there).
+        // Inlined by force, as the closures it wraps (see `YieldOne::poll_first`).
+        unsafe { &*waker.data().cast::<View<'_>>() }.lend_step(what, f)
     } else {
-        with_step(what, |io, out| f(io, out, &mut None))
+        with_step(what, |io, out| f(io, out, &mut Direct::default()))
     }
 }
 
