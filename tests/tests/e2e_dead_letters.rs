@@ -22,17 +22,23 @@ impl Picky {
     }
 }
 
-#[test]
-fn a_message_recv_skipped_is_a_dead_letter() {
+/// A scheduler of `workers` workers whose dead letters arrive on the receiver.
+fn collecting_dead_letters(workers: usize) -> (Scheduler, mpsc::Receiver<DeadLetter>) {
     let (tx, letters) = mpsc::channel::<DeadLetter>();
     let tx = Mutex::new(tx);
     let s = Scheduler::builder()
-        .workers(2)
+        .workers(workers)
         .on_dead_letter(move |letter| {
             let _ = tx.lock().unwrap().send(letter);
         })
         .build()
         .unwrap();
+    (s, letters)
+}
+
+#[test]
+fn a_message_recv_skipped_is_a_dead_letter() {
+    let (s, letters) = collecting_dead_letters(2);
     let pid = s.spawn(Picky, "take_number", ()).unwrap();
     s.send(pid, "not a number".to_string()).unwrap();
     s.send(pid, 42_u32).unwrap();
@@ -81,15 +87,7 @@ fn a_message_in_the_step_where_the_entry_panics_is_a_dead_letter() {
     // The step hands its first message to the entry's receive straight from its
     // events; an entry that panics before any receive must still leave it to the
     // dead letters, as it would have from the machine's buffer.
-    let (tx, letters) = mpsc::channel::<DeadLetter>();
-    let tx = Mutex::new(tx);
-    let s = Scheduler::builder()
-        .workers(1)
-        .on_dead_letter(move |letter| {
-            let _ = tx.lock().unwrap().send(letter);
-        })
-        .build()
-        .unwrap();
+    let (s, letters) = collecting_dead_letters(1);
     let launcher = s.spawn(Launcher, "run", ()).unwrap();
     let hasty = s
         .wait_timeout(launcher, WAIT)
