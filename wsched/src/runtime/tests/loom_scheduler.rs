@@ -7,7 +7,6 @@
 //! Under loom the worker spins and yields fewer rounds and the LIFO steal grace is
 //! one spin (see `worker.rs`), and a timed wait is a plain wait (see `sync.rs`).
 
-use std::sync::{Arc as StdArc, Mutex as StdMutex};
 use std::time::Duration;
 
 use crate::command::Completer;
@@ -16,7 +15,7 @@ use crate::engine::process::{Event, Events, Process, Status, StepOutput, Tag};
 use crate::error::{InitError, SpawnError, StepError, YieldError};
 use crate::payload::{Payload, Payloads};
 use crate::pid::Pid;
-use crate::sync::{Arc, AtomicUsize, Ordering};
+use crate::sync::{Arc, AtomicUsize, Condvar, Mutex, Ordering};
 use crate::{Command, Context, Scheduler};
 
 use super::Inert;
@@ -193,11 +192,21 @@ impl Process for Yielder {
 #[test]
 fn completers_completed_dropped_and_unwound_answer_each_yield_once() {
     loom::model(|| {
-        let held: StdArc<StdMutex<Vec<Completer<Held>>>> = StdArc::default();
+        // The completers, handed over by the handler; the condition variable (a
+        // loom one) wakes the model once both are in, where polling for them made
+        // every poll a branch for loom to explore.
+        let held = Arc::new((Mutex::new(Vec::<Completer<Held>>::new()), Condvar::new()));
         let keep = held.clone();
         let s = Scheduler::builder()
             .workers(1)
-            .handler(move |_: Held, done: Completer<Held>| keep.lock().unwrap().push(done))
+            .handler(move |_: Held, done: Completer<Held>| {
+                let (completers, both_in) = &*keep;
+                let mut completers = completers.lock();
+                completers.push(done);
+                if completers.len() == 2 {
+                    both_in.notify_one();
+                }
+            })
             .handler(|_: Boom, _done: Completer<Boom>| panic!("the Boom handler panicked"))
             .build()
             .unwrap();
@@ -211,19 +220,19 @@ fn completers_completed_dropped_and_unwound_answer_each_yield_once() {
                 (),
             )
             .unwrap();
-        // Wait for the handler to have both completers (the worker dispatched them).
-        let (first, second) = loop {
-            let mut held = held.lock().unwrap();
-            if held.len() == 2 {
-                let second = held.pop().unwrap();
-                break (held.pop().unwrap(), second);
+        let (first, second) = {
+            let (completers, both_in) = &*held;
+            let mut completers = completers.lock();
+            while completers.len() < 2 {
+                both_in.wait(&mut completers);
             }
-            drop(held);
-            loom::thread::yield_now();
+            let second = completers.pop().unwrap();
+            (completers.pop().unwrap(), second)
         };
-        let completer = loom::thread::spawn(move || first.complete(7));
+        // One completer dropped on another thread while this one completes the
+        // other, both racing the worker's steps.
         let dropper = loom::thread::spawn(move || drop(second));
-        completer.join().unwrap();
+        first.complete(7);
         dropper.join().unwrap();
         let seen = s.wait(pid).unwrap();
         assert_eq!(
