@@ -3,7 +3,8 @@
 //! A [`Workload`] has two or more [`Variant`]s; the first is the *baseline* (the peer:
 //! tokio, crossbeam-deque, or the other wsched form) and every other one is compared
 //! with it. Each variant runs once untimed (warm-up, result still checked), then
-//! `reps` times, the order alternating forward and backward (A B, B A, A B, … — for
+//! `reps` times (three times that for a workload with a target: [`Workload::reps`]),
+//! the order alternating forward and backward (A B, B A, A B, … — for
 //! two variants the classic A B B A), so slow drift of a shared machine hits both
 //! sides alike. A run builds its own runtime, starts the [`Stopwatch`] just before the
 //! first spawn, stops it once the result is in hand, then checks the result and shuts
@@ -111,6 +112,25 @@ pub struct Workload {
     /// Peers that could not run here (a missing tool), with the reason: the report
     /// says so.
     pub skipped: Vec<(&'static str, String)>,
+}
+
+/// How many times the suite's repetitions a workload with a target runs (see
+/// [`Workload::reps`]).
+pub const TARGET_REPS: usize = 3;
+
+impl Workload {
+    /// The repetitions to run, given the suite's `reps`: [`TARGET_REPS`] times as
+    /// many for a workload with a comparison that has a target. Those targets sit
+    /// within 0.05 of what is measured, and on a shared 2-core VM one repetition's
+    /// ratio can land anywhere in 0.7–1.9 of the median: the median of 10 moved by
+    /// 0.2 from run to run, that of 30 by half as much (`BENCHMARKS.md`).
+    pub fn reps(&self, reps: usize) -> usize {
+        if self.comparisons.iter().any(|c| c.target.is_some()) {
+            reps * TARGET_REPS
+        } else {
+            reps
+        }
+    }
 }
 
 /// The samples of one workload, per variant, in repetition order.
@@ -329,8 +349,8 @@ impl Report {
         for c in &outcome.comparisons {
             let r = outcome.row(c.a, c.b);
             let verdict = match c.target {
-                Some(t) if r.ratio <= t => format!("≤ {t} met"),
-                Some(t) => format!("≤ {t} **not met**"),
+                Some(t) if r.ratio <= t => format!("≤ {t:.2} met"),
+                Some(t) => format!("≤ {t:.2} **not met**"),
                 None => String::new(),
             };
             let line = format!(

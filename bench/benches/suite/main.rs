@@ -80,7 +80,7 @@ struct Options {
 }
 
 const USAGE: &str = "usage: cargo bench -p wsched-bench --bench suite -- \
-[--workers N (default 2)] [--reps N (default 10, at least 10 unless --quick)] \
+[--workers N (default 2)] [--reps N (default 10, at least 10 unless --quick; tripled for workloads with a target)] \
 [--only NAME[,NAME...]] [--quick] [--no-peers] [--list] [--compare-commit REV] [--contended]";
 
 fn parse(args: &[String]) -> Result<Option<Options>, String> {
@@ -256,8 +256,10 @@ fn main() -> ExitCode {
     };
     let w = options.workers;
     eprintln!(
-        "wsched benchmark suite: {w} workers, {} repetitions (interleaved), {} sizes{}",
+        "wsched benchmark suite: {w} workers, {} repetitions (interleaved; {} for \
+         workloads with a target), {} sizes{}",
         options.reps,
+        options.reps * harness::TARGET_REPS,
         if options.quick { "quick" } else { "full" },
         if options.contended {
             ", contended (one core kept busy by a spinning process)"
@@ -287,7 +289,8 @@ fn main() -> ExitCode {
             continue;
         }
         if let Some(workload) = workloads::workload(name, w, &sizes, &peers) {
-            let outcome = harness::run(workload, options.reps);
+            let reps = workload.reps(options.reps);
+            let outcome = harness::run(workload, reps);
             report.add(&outcome);
             continue;
         }
@@ -340,8 +343,9 @@ fn main() -> ExitCode {
     let elapsed = started.elapsed();
 
     println!(
-        "\n## Results ({w} workers, {} repetitions{})\n",
+        "\n## Results ({w} workers, {} repetitions, {} for workloads with a target{})\n",
         options.reps,
+        options.reps * harness::TARGET_REPS,
         if options.contended { ", contended" } else { "" }
     );
     println!(

@@ -444,6 +444,13 @@ pub fn workload(name: &'static str, w: usize, s: &Sizes, peers: &Peers) -> Optio
                     wsched_side::ping_pong_on(s, 1, || wsched_side::Ping, || rounds)
                 })
             };
+            // The issue-11 budget: recording costs at most a tenth.
+            comparisons.push(Comparison {
+                a: 2,
+                b: 0,
+                what: "the recorder's cost",
+                target: Some(1.10),
+            });
             vec![
                 Variant::new("#[process], all off", ping_pong(|b| b)),
                 Variant::new("step timing on", ping_pong(|b| b.step_timing(true))),
