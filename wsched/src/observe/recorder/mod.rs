@@ -376,29 +376,31 @@ impl Recorder {
     pub(crate) fn step_start(&self, shared: &Shared, worker: usize, pid: Pid) {
         let lane = &self.workers[worker];
         // A full bounded buffer records nothing more: no clock read, no samples.
-        if lane.ring.refuse_if_full() {
+        let Some(n) = lane.ring.reserve() else {
             lane.step.store(ring::REFUSED, Ordering::Relaxed);
             return;
-        }
-        let untimed_left = lane.untimed_left.load(Ordering::Relaxed);
-        let now = if untimed_left > 0 {
-            lane.untimed_left.store(untimed_left - 1, Ordering::Relaxed);
-            UNTIMED
-        } else {
-            lane.untimed_left
-                .store(self.options.clock_every - 1, Ordering::Relaxed);
-            let now = self.clock.ticks();
-            // Samples go before the step's event, so nothing timed follows it until
-            // the step has ended.
-            let steps = lane.steps.load(Ordering::Relaxed) + 1;
-            if steps >= self.sample_every_timed {
-                lane.steps.store(0, Ordering::Relaxed);
-                self.sample(shared, worker, now);
-            } else {
-                lane.steps.store(steps, Ordering::Relaxed);
-            }
-            now
         };
+        let untimed_left = lane.untimed_left.load(Ordering::Relaxed);
+        if untimed_left > 0 {
+            // Most steps: the event goes where `reserve` said.
+            lane.untimed_left.store(untimed_left - 1, Ordering::Relaxed);
+            lane.ring.write(n, UNTIMED, word1(STEP_START, pid.as_u64()));
+            lane.step.store(n, Ordering::Relaxed);
+            return;
+        }
+        lane.untimed_left
+            .store(self.options.clock_every - 1, Ordering::Relaxed);
+        let now = self.clock.ticks();
+        // Samples go before the step's event, so nothing timed follows it until
+        // the step has ended (and the event goes after them: pushed, not written
+        // at `n`).
+        let steps = lane.steps.load(Ordering::Relaxed) + 1;
+        if steps >= self.sample_every_timed {
+            lane.steps.store(0, Ordering::Relaxed);
+            self.sample(shared, worker, now);
+        } else {
+            lane.steps.store(steps, Ordering::Relaxed);
+        }
         let index = lane.ring.push(now, word1(STEP_START, pid.as_u64()));
         lane.step.store(index, Ordering::Relaxed);
     }

@@ -78,30 +78,38 @@ impl Ring {
         self.slots.len()
     }
 
-    /// Refuses an event if the buffer is bounded and full (counting it); returns
-    /// whether it did. Only the buffer's one writer calls this, before it reads the
-    /// clock for an event it would push: a full bounded recorder costs no clock reads.
+    /// The index the next event gets, or `None` if a bounded buffer is full (the
+    /// event is then counted as refused). Only the buffer's one writer calls this,
+    /// then [`write`](Self::write)s that event, or [`push`](Self::push)es it after
+    /// others; a writer that checks first, before it reads the clock for the event,
+    /// makes a full bounded recorder cost no clock reads.
     #[inline]
-    pub(crate) fn refuse_if_full(&self) -> bool {
-        // Only this thread stores `published`: Relaxed reads its own last store.
-        if self.published.load(Ordering::Relaxed) < self.limit {
-            return false;
-        }
-        let refused = self.refused.load(Ordering::Relaxed);
-        self.refused.store(refused + 1, Ordering::Relaxed);
-        true
-    }
-
-    /// Appends an event and returns its index, or [`REFUSED`] if a bounded buffer
-    /// is full. Only the buffer's one writer calls this (a worker for its own lane;
-    /// outside threads under the outside lane's lock).
-    #[inline]
-    pub(crate) fn push(&self, word0: u64, word1: u64) -> u64 {
-        if self.refuse_if_full() {
-            return REFUSED;
-        }
+    pub(crate) fn reserve(&self) -> Option<u64> {
         // Only this thread stores `published`: Relaxed reads its own last store.
         let n = self.published.load(Ordering::Relaxed);
+        if n < self.limit {
+            Some(n)
+        } else {
+            self.refuse();
+            None
+        }
+    }
+
+    #[cold]
+    fn refuse(&self) {
+        let refused = self.refused.load(Ordering::Relaxed);
+        self.refused.store(refused + 1, Ordering::Relaxed);
+    }
+
+    /// Writes event `n`, the index [`reserve`](Self::reserve) just gave, and
+    /// publishes it.
+    #[inline]
+    pub(crate) fn write(&self, n: u64, word0: u64, word1: u64) {
+        debug_assert_eq!(
+            self.published.load(Ordering::Relaxed),
+            n,
+            "not the reserved index"
+        );
         // Announce a possible overwrite before any store into the slot: the Release
         // data stores below order this store before themselves.
         self.started.store(n + 1, Ordering::Relaxed);
@@ -109,7 +117,20 @@ impl Ring {
         slot[0].store(word0, Ordering::Release);
         slot[1].store(word1, Ordering::Release);
         self.published.store(n + 1, Ordering::Release);
-        n
+    }
+
+    /// Appends an event and returns its index, or [`REFUSED`] if a bounded buffer
+    /// is full. Only the buffer's one writer calls this (a worker for its own lane;
+    /// outside threads under the outside lane's lock).
+    #[inline]
+    pub(crate) fn push(&self, word0: u64, word1: u64) -> u64 {
+        match self.reserve() {
+            Some(n) => {
+                self.write(n, word0, word1);
+                n
+            }
+            None => REFUSED,
+        }
     }
 
     /// Replaces the second word of event `n`, if the buffer still holds it (the
