@@ -250,6 +250,15 @@ fn word1(kind: u64, arg: u64) -> u64 {
     (arg.min(ARG_MAX) << KIND_BITS) | kind
 }
 
+/// [`word1`] of an event about a process of this node, whose PID's top bits (its
+/// node's) are zero: it fits without the clamp, two instructions fewer on the
+/// events every step writes.
+#[inline]
+fn word1_local(kind: u64, pid: Pid) -> u64 {
+    debug_assert!(pid.is_local() && pid.as_u64() <= ARG_MAX, "{pid:?}");
+    (pid.as_u64() << KIND_BITS) | kind
+}
+
 fn outcome_code(outcome: StepOutcome) -> u64 {
     match outcome {
         StepOutcome::WaitingForMessage => 0,
@@ -384,7 +393,7 @@ impl Recorder {
         if untimed_left > 0 {
             // Most steps: the event goes where `reserve` said.
             lane.untimed_left.store(untimed_left - 1, Ordering::Relaxed);
-            lane.ring.write(n, UNTIMED, word1(STEP_START, pid.as_u64()));
+            lane.ring.write(n, UNTIMED, word1_local(STEP_START, pid));
             lane.step.store(n, Ordering::Relaxed);
             return;
         }
@@ -401,7 +410,7 @@ impl Recorder {
         } else {
             lane.steps.store(steps, Ordering::Relaxed);
         }
-        let index = lane.ring.push(now, word1(STEP_START, pid.as_u64()));
+        let index = lane.ring.push(now, word1_local(STEP_START, pid));
         lane.step.store(index, Ordering::Relaxed);
     }
 
@@ -419,7 +428,7 @@ impl Recorder {
         let lane = &self.workers[worker];
         let kind = STEP_ENDED + outcome_code(outcome);
         lane.ring
-            .amend(lane.step.load(Ordering::Relaxed), word1(kind, pid.as_u64()));
+            .amend(lane.step.load(Ordering::Relaxed), word1_local(kind, pid));
     }
 
     /// `worker` made `pid` runnable (queued it).
@@ -427,7 +436,7 @@ impl Recorder {
     pub(crate) fn runnable(&self, worker: usize, pid: Pid) {
         self.workers[worker]
             .ring
-            .push(0, word1(RUNNABLE, pid.as_u64()));
+            .push(0, word1_local(RUNNABLE, pid));
     }
 
     /// A thread that is not a worker made `pid` runnable.
