@@ -122,8 +122,9 @@ impl Workload {
     /// The repetitions to run, given the suite's `reps`: [`TARGET_REPS`] times as
     /// many for a workload with a comparison that has a target. Those targets sit
     /// within 0.05 of what is measured, and on a shared 2-core VM one repetition's
-    /// ratio can land anywhere in 0.7–1.9 of the median: the median of 10 moved by
-    /// 0.2 from run to run, that of 30 by half as much (`BENCHMARKS.md`).
+    /// ratio can land anywhere in 0.6–2.6 of the median: the median of 10 moved by
+    /// up to 0.2 from run to run (the recorder's by 0.5), that of 30 by under 0.1
+    /// (`BENCHMARKS.md`, fourteenth session).
     pub fn reps(&self, reps: usize) -> usize {
         if self.comparisons.iter().any(|c| c.target.is_some()) {
             reps * TARGET_REPS
