@@ -116,7 +116,12 @@ pub struct Workload {
 
 /// How many times the suite's repetitions a workload with a target runs (see
 /// [`Workload::reps`]).
-pub const TARGET_REPS: usize = 3;
+const TARGET_REPS: usize = 3;
+
+/// The repetitions of a workload with a target, given the suite's `reps`.
+pub fn target_reps(reps: usize) -> usize {
+    reps * TARGET_REPS
+}
 
 impl Workload {
     /// The repetitions to run, given the suite's `reps`: [`TARGET_REPS`] times as
@@ -127,7 +132,7 @@ impl Workload {
     /// (`BENCHMARKS.md`, fourteenth session).
     pub fn reps(&self, reps: usize) -> usize {
         if self.comparisons.iter().any(|c| c.target.is_some()) {
-            reps * TARGET_REPS
+            target_reps(reps)
         } else {
             reps
         }

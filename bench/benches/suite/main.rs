@@ -259,7 +259,7 @@ fn main() -> ExitCode {
         "wsched benchmark suite: {w} workers, {} repetitions (interleaved; {} for \
          workloads with a target), {} sizes{}",
         options.reps,
-        options.reps * harness::TARGET_REPS,
+        harness::target_reps(options.reps),
         if options.quick { "quick" } else { "full" },
         if options.contended {
             ", contended (one core kept busy by a spinning process)"
@@ -345,7 +345,7 @@ fn main() -> ExitCode {
     println!(
         "\n## Results ({w} workers, {} repetitions, {} for workloads with a target{})\n",
         options.reps,
-        options.reps * harness::TARGET_REPS,
+        harness::target_reps(options.reps),
         if options.contended { ", contended" } else { "" }
     );
     println!(

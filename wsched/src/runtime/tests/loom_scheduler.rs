@@ -146,8 +146,8 @@ impl Command for Boom {
     type Output = u64;
 }
 
-/// Yields `Held` (tag 1) and `Boom` (tag 2), then finishes with what the three
-/// completions said, by tag: `Ok(n)`, or the error's kind.
+/// Yields `Held` twice (tags 1 and 2) and `Boom` (tag 3), then finishes with what
+/// the three completions said, by tag: `Ok(n)`, or the error's kind.
 struct Yielder {
     yielded: bool,
     seen: Vec<(u64, Result<u64, &'static str>)>,
@@ -186,9 +186,10 @@ impl Process for Yielder {
     }
 }
 
-/// Completers complete, drop and unwind from other threads while the process steps:
-/// each yield is answered exactly once, with the right kind of answer, and the
-/// process wakes for them however they interleave with its steps.
+/// A completer completed on one thread and another dropped on a second, racing the
+/// worker's steps, and a handler that unwinds on the worker: each yield is answered
+/// exactly once, with the right kind of answer, and the process wakes for them
+/// however they interleave with its steps.
 #[test]
 fn completers_completed_dropped_and_unwound_answer_each_yield_once() {
     loom::model(|| {
