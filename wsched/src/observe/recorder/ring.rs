@@ -73,6 +73,19 @@ impl Ring {
         }
     }
 
+    /// The slot of event `n`. Unchecked: the writer's three hooks a step each
+    /// paid a bounds check here (3 instructions an event, about 1 % of a recorded
+    /// ping-pong round trip).
+    #[inline]
+    fn slot(&self, n: u64) -> &[AtomicU64; 2] {
+        let index = (n & self.mask) as usize;
+        debug_assert!(index < self.slots.len());
+        // SAFETY: `mask` is `slots.len() - 1`, both set once in `new` for a power
+        // of two length (at least 2) and never changed, so `n & mask` is an index
+        // of `slots`.
+        unsafe { self.slots.get_unchecked(index) }
+    }
+
     #[cfg_attr(any(not(test), loom), allow(dead_code))]
     pub(crate) fn capacity(&self) -> usize {
         self.slots.len()
@@ -113,7 +126,7 @@ impl Ring {
         // Announce a possible overwrite before any store into the slot: the Release
         // data stores below order this store before themselves.
         self.started.store(n + 1, Ordering::Relaxed);
-        let slot = &self.slots[(n & self.mask) as usize];
+        let slot = self.slot(n);
         slot[0].store(word0, Ordering::Release);
         slot[1].store(word1, Ordering::Release);
         self.published.store(n + 1, Ordering::Release);
@@ -143,7 +156,7 @@ impl Ring {
         // Events n + 1 .. published have been written since n; the slot still holds
         // n unless one of them is n + capacity.
         if self.published.load(Ordering::Relaxed).wrapping_sub(n) <= self.mask + 1 {
-            self.slots[(n & self.mask) as usize][1].store(word1, Ordering::Release);
+            self.slot(n)[1].store(word1, Ordering::Release);
         }
     }
 
@@ -155,7 +168,7 @@ impl Ring {
         let from = written.saturating_sub(capacity);
         let mut events: Vec<[u64; 2]> = (from..written)
             .map(|i| {
-                let slot = &self.slots[(i & self.mask) as usize];
+                let slot = self.slot(i);
                 [
                     slot[0].load(Ordering::Acquire),
                     slot[1].load(Ordering::Acquire),
