@@ -615,6 +615,82 @@ impl fmt::Display for SuspendPoint {
     }
 }
 
+/// A [`SuspendPoint`] in three words instead of four, as a step's output and every
+/// cell keep it (packed where the point is set, where most of it is known when
+/// compiling, so that the step's end compares and publishes it without packing): the location, the name the kind carries (a yielded command's type, or
+/// a typed receive's message type; null for an untyped receive), and one word with
+/// the name's length, the kind, and a yield's count (saturating at `u32::MAX`, far
+/// beyond any `yield_all!` that fits in memory).
+#[derive(Clone, Copy)]
+pub(crate) struct PackedPoint {
+    location: &'static std::panic::Location<'static>,
+    name: *const u8,
+    /// Bits 0..32: the count; bits 32..63: the name's length; bit 63: a receive.
+    word: u64,
+}
+
+// SAFETY: `name` points into a `&'static str` (or is null): shared, immutable data
+// that any thread may read.
+unsafe impl Send for PackedPoint {}
+
+/// Compared word by word, the location by address: a derived comparison compared
+/// the locations' file names byte by byte, a `memcmp` on every step. A point equal
+/// by value but at another address only gets published again.
+impl PartialEq for PackedPoint {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self.location, other.location)
+            && self.name == other.name
+            && self.word == other.word
+    }
+}
+
+const RECEIVE: u64 = 1 << 63;
+
+impl PackedPoint {
+    #[inline]
+    pub(crate) fn pack(point: &SuspendPoint) -> Self {
+        let (name, count, receive) = match point.kind {
+            SuspendKind::Yield { command, count } => (Some(command), count, 0),
+            SuspendKind::Receive { message_type } => (message_type, 0, RECEIVE),
+        };
+        let len = name.map_or(0, str::len) as u64;
+        debug_assert!(len < 1 << 31, "type names are short");
+        Self {
+            location: point.location,
+            name: name.map_or(std::ptr::null(), str::as_ptr),
+            word: receive | (len << 32) | count.min(u32::MAX as usize) as u64,
+        }
+    }
+
+    pub(crate) fn unpack(self) -> SuspendPoint {
+        let len = ((self.word & !RECEIVE) >> 32) as usize;
+        // SAFETY: `name` and `len` are those of a `&'static str` (see `pack`) unless
+        // `name` is null.
+        let name = (!self.name.is_null()).then(|| unsafe {
+            std::str::from_utf8_unchecked(std::slice::from_raw_parts(self.name, len))
+        });
+        let kind = if self.word & RECEIVE != 0 {
+            SuspendKind::Receive { message_type: name }
+        } else {
+            SuspendKind::Yield {
+                command: name.unwrap_or_default(),
+                count: (self.word as u32) as usize,
+            }
+        };
+        SuspendPoint {
+            location: self.location,
+            kind,
+        }
+    }
+}
+
+impl fmt::Debug for PackedPoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.unpack(), f)
+    }
+}
+
 /// What a step writes: its status, the commands it yields, the earlier yields it
 /// withdraws, and where it waits.
 ///
@@ -625,7 +701,7 @@ pub struct StepOutput {
     status: Option<Status>,
     yields: Vec<Yield>,
     withdrawn: Vec<Tag>,
-    suspended_at: Option<SuspendPoint>,
+    suspended_at: Option<PackedPoint>,
 }
 
 impl StepOutput {
@@ -776,16 +852,16 @@ impl StepOutput {
     /// Records where the process waits (for listings and diagnostics).
     #[inline]
     pub fn set_suspend_point(&mut self, point: SuspendPoint) {
-        self.suspended_at = Some(point);
+        self.suspended_at = Some(PackedPoint::pack(&point));
     }
 
     /// Where the process said it waits.
     pub fn suspend_point(&self) -> Option<SuspendPoint> {
-        self.suspended_at
+        self.suspended_at.map(PackedPoint::unpack)
     }
 
-    /// [`suspend_point`](Self::suspend_point), by reference.
-    pub(crate) fn suspend_point_ref(&self) -> &Option<SuspendPoint> {
+    /// [`suspend_point`](Self::suspend_point), packed, by reference.
+    pub(crate) fn packed_suspend_point(&self) -> &Option<PackedPoint> {
         &self.suspended_at
     }
 
@@ -950,5 +1026,33 @@ mod tests {
         };
         assert_ne!(untyped, receive("u32"));
         assert_eq!(untyped, untyped);
+    }
+
+    #[test]
+    fn suspension_points_pack_and_unpack_unchanged() {
+        let here = std::panic::Location::caller();
+        for kind in [
+            SuspendKind::Yield {
+                command: "my_crate::Fetch",
+                count: 10_000,
+            },
+            SuspendKind::Yield {
+                command: "",
+                count: 1,
+            },
+            SuspendKind::Receive { message_type: None },
+            SuspendKind::Receive {
+                message_type: Some("alloc::string::String"),
+            },
+        ] {
+            let point = SuspendPoint {
+                location: here,
+                kind,
+            };
+            let unpacked = PackedPoint::pack(&point).unpack();
+            assert_eq!(unpacked, point);
+            assert_eq!(format!("{unpacked:?}"), format!("{point:?}"));
+        }
+        assert_eq!(std::mem::size_of::<Option<PackedPoint>>(), 24);
     }
 }

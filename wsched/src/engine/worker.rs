@@ -946,7 +946,7 @@ pub(crate) fn run_task(
         // Events the step did not consume, and the yields of a failed step, are
         // user values: dropped quietly.
         clear_quietly(events);
-        owned.record_step(out.suspend_point_ref());
+        owned.record_step(out.packed_suspend_point());
         <Layers as Instrument>::step_ended(
             shared,
             index,

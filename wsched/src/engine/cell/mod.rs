@@ -14,7 +14,7 @@ use crate::engine::held::add_messages;
 use crate::engine::held::MessageCount;
 use crate::engine::hooks::{Instrument, Layers};
 use crate::engine::process::{
-    Event, Events, IntoProcess, Message, Process, StepOutput, SuspendKind, SuspendPoint,
+    Event, Events, IntoProcess, Message, PackedPoint, Process, StepOutput, SuspendPoint,
 };
 use crate::engine::shared::Filler;
 use crate::engine::state::{AfterStep, EventKind, ProcessState, State, StopRequest, Suspend};
@@ -206,74 +206,6 @@ impl<B: ?Sized> Drop for ProcessCell<B> {
             // twice), and `&mut self` excludes every other access.
             self.body
                 .with_mut(|body| unsafe { ManuallyDrop::drop(&mut *body) });
-        }
-    }
-}
-
-/// A [`SuspendPoint`] in three words instead of four, as every cell keeps one for
-/// listings: the location, the name the kind carries (a yielded command's type, or
-/// a typed receive's message type; null for an untyped receive), and one word with
-/// the name's length, the kind, and a yield's count (saturating at `u32::MAX`, far
-/// beyond any `yield_all!` that fits in memory).
-#[derive(Clone, Copy)]
-struct PackedPoint {
-    location: &'static std::panic::Location<'static>,
-    name: *const u8,
-    /// Bits 0..32: the count; bits 32..63: the name's length; bit 63: a receive.
-    word: u64,
-}
-
-// SAFETY: `name` points into a `&'static str` (or is null): shared, immutable data
-// that any thread may read.
-unsafe impl Send for PackedPoint {}
-
-/// Compared word by word, the location by address: a derived comparison compared
-/// the locations' file names byte by byte, a `memcmp` on every step. A point equal
-/// by value but at another address only gets published again.
-impl PartialEq for PackedPoint {
-    #[inline]
-    fn eq(&self, other: &Self) -> bool {
-        std::ptr::eq(self.location, other.location)
-            && self.name == other.name
-            && self.word == other.word
-    }
-}
-
-const RECEIVE: u64 = 1 << 63;
-
-impl PackedPoint {
-    fn pack(point: &SuspendPoint) -> Self {
-        let (name, count, receive) = match point.kind {
-            SuspendKind::Yield { command, count } => (Some(command), count, 0),
-            SuspendKind::Receive { message_type } => (message_type, 0, RECEIVE),
-        };
-        let len = name.map_or(0, str::len) as u64;
-        debug_assert!(len < 1 << 31, "type names are short");
-        Self {
-            location: point.location,
-            name: name.map_or(std::ptr::null(), str::as_ptr),
-            word: receive | (len << 32) | count.min(u32::MAX as usize) as u64,
-        }
-    }
-
-    fn unpack(self) -> SuspendPoint {
-        let len = ((self.word & !RECEIVE) >> 32) as usize;
-        // SAFETY: `name` and `len` are those of a `&'static str` (see `pack`) unless
-        // `name` is null.
-        let name = (!self.name.is_null()).then(|| unsafe {
-            std::str::from_utf8_unchecked(std::slice::from_raw_parts(self.name, len))
-        });
-        let kind = if self.word & RECEIVE != 0 {
-            SuspendKind::Receive { message_type: name }
-        } else {
-            SuspendKind::Yield {
-                command: name.unwrap_or_default(),
-                count: (self.word as u32) as usize,
-            }
-        };
-        SuspendPoint {
-            location: self.location,
-            kind,
         }
     }
 }
@@ -1295,18 +1227,17 @@ impl<'a> Owned<'a> {
     /// Counts a step and publishes where it left the process waiting. By reference:
     /// the comparison reads the point field by field, where a copy would load it
     /// whole right after the step stored it piecewise (a store-forwarding stall).
-    pub(crate) fn record_step(&mut self, suspended_at: &Option<SuspendPoint>) {
+    pub(crate) fn record_step(&mut self, point: &Option<PackedPoint>) {
         let steps = &self.cell.steps;
         steps.store(steps.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         // SAFETY: the owner is the only writer, so its unlocked read races with no
         // write (see `Header::suspended_at`).
-        let point = suspended_at.as_ref().map(PackedPoint::pack);
         let unchanged = self
             .cell
             .suspended_at
-            .with(|published| unsafe { *published == point });
+            .with(|published| unsafe { *published == *point });
         if !unchanged {
-            self.publish_suspend_point(point);
+            self.publish_suspend_point(*point);
         }
     }
 
@@ -1498,34 +1429,6 @@ mod tests {
         owned.release();
         drop(cell);
         assert_eq!(drops(&dropped), 1, "the cell does not drop a dropped body");
-    }
-
-    #[test]
-    fn suspension_points_pack_and_unpack_unchanged() {
-        let here = std::panic::Location::caller();
-        for kind in [
-            SuspendKind::Yield {
-                command: "my_crate::Fetch",
-                count: 10_000,
-            },
-            SuspendKind::Yield {
-                command: "",
-                count: 1,
-            },
-            SuspendKind::Receive { message_type: None },
-            SuspendKind::Receive {
-                message_type: Some("alloc::string::String"),
-            },
-        ] {
-            let point = SuspendPoint {
-                location: here,
-                kind,
-            };
-            let unpacked = PackedPoint::pack(&point).unpack();
-            assert_eq!(unpacked, point);
-            assert_eq!(format!("{unpacked:?}"), format!("{point:?}"));
-        }
-        assert_eq!(std::mem::size_of::<Option<PackedPoint>>(), 24);
     }
 
     #[test]
