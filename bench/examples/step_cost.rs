@@ -412,6 +412,16 @@ fn main() {
                     .expect("STEP_COST_RECORD_CAPACITY is a number of events"),
             ),
             Err(_) => options,
+        })
+        // `STEP_COST_CLOCK_EVERY=N`: the recorder reads the clock at one step in N
+        // (to tell the clock's cost from the events').
+        .map(|options| match std::env::var("STEP_COST_CLOCK_EVERY") {
+            Ok(steps) => options.clock_every(
+                steps
+                    .parse()
+                    .expect("STEP_COST_CLOCK_EVERY is a number of steps"),
+            ),
+            Err(_) => options,
         });
     let builder = Scheduler::builder()
         .workers(workers)
