@@ -3,7 +3,7 @@
 //! A [`Workload`] has two or more [`Variant`]s; the first is the *baseline* (the peer:
 //! tokio, crossbeam-deque, or the other wsched form) and every other one is compared
 //! with it. Each variant runs once untimed (warm-up, result still checked), then
-//! `reps` times (three times that for a workload with a target: [`Workload::reps`]),
+//! `reps` times (six times that for a workload with a target: [`Workload::reps`]),
 //! the order alternating forward and backward (A B, B A, A B, … — for
 //! two variants the classic A B B A), so slow drift of a shared machine hits both
 //! sides alike. A run builds its own runtime, starts the [`Stopwatch`] just before the
@@ -116,7 +116,7 @@ pub struct Workload {
 
 /// How many times the suite's repetitions a workload with a target runs (see
 /// [`Workload::reps`]).
-const TARGET_REPS: usize = 3;
+const TARGET_REPS: usize = 6;
 
 /// The repetitions of a workload with a target, given the suite's `reps`.
 pub fn target_reps(reps: usize) -> usize {
@@ -128,8 +128,10 @@ impl Workload {
     /// many for a workload with a comparison that has a target. Those targets sit
     /// within 0.05 of what is measured, and on a shared 2-core VM one repetition's
     /// ratio can land anywhere in 0.6–2.6 of the median: the median of 10 moved by
-    /// up to 0.2 from run to run (the recorder's by 0.5), that of 30 by under 0.1
-    /// (`BENCHMARKS.md`, fourteenth session).
+    /// up to 0.2 from run to run (the recorder's by 0.5), that of 30 by under 0.1,
+    /// that of 60 by about half that (`BENCHMARKS.md`, fourteenth and fifteenth
+    /// sessions). A budget must hold in every full run: what decides it should be
+    /// the code, not the draw.
     pub fn reps(&self, reps: usize) -> usize {
         if self.comparisons.iter().any(|c| c.target.is_some()) {
             target_reps(reps)

@@ -80,7 +80,7 @@ struct Options {
 }
 
 const USAGE: &str = "usage: cargo bench -p wsched-bench --bench suite -- \
-[--workers N (default 2)] [--reps N (default 10, at least 10 unless --quick; tripled for workloads with a target)] \
+[--workers N (default 2)] [--reps N (default 10, at least 10 unless --quick; six times that for workloads with a target)] \
 [--only NAME[,NAME...]] [--quick] [--no-peers] [--list] [--compare-commit REV] [--contended]";
 
 fn parse(args: &[String]) -> Result<Option<Options>, String> {
