@@ -300,11 +300,13 @@ fn main() -> ExitCode {
                 latency::wakeup(&mut report, w, sizes.latency_samples, options.reps)
             }
             "idle_cpu" => latency::idle_cpu(&mut report, w, sizes.idle),
+            // A target (p99 no worse than tokio's): as many repetitions as the
+            // other workloads with one.
             "timer_burst" | "timer_repeat" => timers::run(
                 &mut report,
                 w,
                 timers::case(name, options.quick),
-                options.reps,
+                harness::target_reps(options.reps),
             ),
             "async_yield" => {
                 async_io::async_yield(&mut report, w, sizes.async_yield_trips, options.reps)
