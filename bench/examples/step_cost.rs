@@ -16,7 +16,7 @@
 //! environment runs them on two; `STEP_COST_TIMING=1` turns step timing on, to see
 //! what it costs), and the minimum of 9 runs, which is steady on a
 //! noisy machine where medians are not (`STEP_COST_RECORD=bounded` or `ring` turns
-//! the recorder on). Run it under
+//! the recorder on, `STEP_COST_CLOCK_EVERY=N` sets its clock interval). Run it under
 //! `perf record` to see where a step's time goes; name cases (`yield`,
 //! `macro_yield`, `continue`, `ping`, `macro_ping`, `chain`, `skynet`, `fan`,
 //! `fan_direct`) to run only those.
@@ -382,6 +382,17 @@ const CASES: [&str; 11] = [
     "fan_direct",
 ];
 
+/// The number in environment variable `name`, if set; `what` says what it counts
+/// for the panic when it is not a number.
+fn env_number<T: std::str::FromStr>(name: &str, what: &str) -> Option<T> {
+    let value = std::env::var(name).ok()?;
+    Some(
+        value
+            .parse()
+            .unwrap_or_else(|_| panic!("{name} is {what}, not `{value}`")),
+    )
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let n: u32 = args
@@ -393,11 +404,11 @@ fn main() {
     let wanted = |name: &str| only.is_empty() || only.iter().any(|o| o == name);
     // One worker unless `STEP_COST_WORKERS` says otherwise (to see what a second
     // worker adds to a case, e.g. skynet's parallel overhead).
-    let workers = std::env::var("STEP_COST_WORKERS").map_or(1, |w| {
-        w.parse().expect("STEP_COST_WORKERS is a number of workers")
-    });
+    let workers = env_number("STEP_COST_WORKERS", "a number of workers").unwrap_or(1);
     // `STEP_COST_RECORD=bounded` (or `ring`) turns the recorder on with its default
-    // capacity, to see what recording costs.
+    // capacity, to see what recording costs; `STEP_COST_RECORD_CAPACITY` sets its
+    // capacity, and `STEP_COST_CLOCK_EVERY=N` has it read the clock at one step in N
+    // (to tell the clock's cost from the events').
     let record = std::env::var("STEP_COST_RECORD")
         .ok()
         .map(|mode| match mode.as_str() {
@@ -405,24 +416,18 @@ fn main() {
             "ring" => wsched::RecordOptions::new().ring(true),
             other => panic!("STEP_COST_RECORD is `bounded` or `ring`, not `{other}`"),
         })
-        .map(|options| match std::env::var("STEP_COST_RECORD_CAPACITY") {
-            Ok(events) => options.capacity_per_worker(
-                events
-                    .parse()
-                    .expect("STEP_COST_RECORD_CAPACITY is a number of events"),
-            ),
-            Err(_) => options,
-        })
-        // `STEP_COST_CLOCK_EVERY=N`: the recorder reads the clock at one step in N
-        // (to tell the clock's cost from the events').
-        .map(|options| match std::env::var("STEP_COST_CLOCK_EVERY") {
-            Ok(steps) => options.clock_every(
-                steps
-                    .parse()
-                    .expect("STEP_COST_CLOCK_EVERY is a number of steps"),
-            ),
-            Err(_) => options,
-        });
+        .map(
+            |options| match env_number("STEP_COST_RECORD_CAPACITY", "a number of events") {
+                Some(events) => options.capacity_per_worker(events),
+                None => options,
+            },
+        )
+        .map(
+            |options| match env_number("STEP_COST_CLOCK_EVERY", "a number of steps") {
+                Some(steps) => options.clock_every(steps),
+                None => options,
+            },
+        );
     let builder = Scheduler::builder()
         .workers(workers)
         .step_timing(std::env::var_os("STEP_COST_TIMING").is_some());
