@@ -616,11 +616,12 @@ impl fmt::Display for SuspendPoint {
 }
 
 /// A [`SuspendPoint`] in three words instead of four, as a step's output and every
-/// cell keep it (packed where the point is set, where most of it is known when
-/// compiling, so that the step's end compares and publishes it without packing): the location, the name the kind carries (a yielded command's type, or
-/// a typed receive's message type; null for an untyped receive), and one word with
-/// the name's length, the kind, and a yield's count (saturating at `u32::MAX`, far
-/// beyond any `yield_all!` that fits in memory).
+/// cell keep it: the location, the name the kind carries (a yielded command's type,
+/// or a typed receive's message type; null for an untyped receive), and one word
+/// with the name's length, the kind, and a yield's count (saturating at `u32::MAX`,
+/// far beyond any `yield_all!` that fits in memory). Packed where the point is set,
+/// where most of it is known when compiling, so that the step's end compares and
+/// publishes it without packing.
 #[derive(Clone, Copy)]
 pub(crate) struct PackedPoint {
     location: &'static std::panic::Location<'static>,
