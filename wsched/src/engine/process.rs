@@ -856,7 +856,8 @@ impl StepOutput {
         self.suspended_at = Some(PackedPoint::pack(&point));
     }
 
-    /// Where the process said it waits.
+    /// Where the process said it waits (a yield's count saturates at `u32::MAX`, as
+    /// in [`Scheduler::processes`](crate::Scheduler::processes)).
     pub fn suspend_point(&self) -> Option<SuspendPoint> {
         self.suspended_at.map(PackedPoint::unpack)
     }
