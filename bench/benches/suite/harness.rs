@@ -128,10 +128,11 @@ impl Workload {
     /// many for a workload with a comparison that has a target. Those targets sit
     /// within 0.05 of what is measured, and on a shared 2-core VM one repetition's
     /// ratio can land anywhere in 0.6–2.6 of the median: the median of 10 moved by
-    /// up to 0.2 from run to run (the recorder's by 0.5), that of 30 by under 0.1,
-    /// that of 60 by about half that (`BENCHMARKS.md`, fourteenth and fifteenth
-    /// sessions). A budget must hold in every full run: what decides it should be
-    /// the code, not the draw.
+    /// up to 0.2 from run to run (the recorder's by 0.5), that of 30 by under 0.1;
+    /// 60 agree within about 0.02 in runs minutes apart, though the host can still
+    /// move them more between quarter hours (`BENCHMARKS.md`, fourteenth and
+    /// fifteenth sessions). A budget must hold in every full run: what decides it
+    /// should be the code, not the draw.
     pub fn reps(&self, reps: usize) -> usize {
         if self.comparisons.iter().any(|c| c.target.is_some()) {
             target_reps(reps)

@@ -386,10 +386,12 @@ impl Recorder {
     #[inline]
     fn lane(&self, worker: usize) -> &LaneBuffer {
         debug_assert!(worker < self.workers.len(), "worker {worker}");
-        // SAFETY: a worker calls these hooks on its own thread, with its own index,
-        // and only for its own scheduler (`worker::with_core` compares the
-        // scheduler before it lends the core); the recorder has one lane for each of
-        // that scheduler's workers (`Builder::build` makes both from one count).
+        // SAFETY: `worker` is the index of one of this scheduler's workers: the
+        // step hooks are called by `run_task` with the index of the `Worker` that
+        // runs it, and `runnable` with the core `worker::with_core` lent after
+        // checking that it belongs to this scheduler; the recorder has one lane for
+        // each of that scheduler's workers (`Builder::build` makes both from one
+        // count).
         unsafe { self.workers.get_unchecked(worker) }
     }
 
