@@ -8,10 +8,13 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crossbeam_utils::CachePadded;
+
 use crate::engine::shared::Shared;
 use crate::error::{CancelError, JoinError, SendError};
 use crate::payload::Payload;
 use crate::pid::Pid;
+use crate::sync::UnsafeCell;
 
 /// A cheap, cloneable reference to a scheduler, usable from any thread (handlers get
 /// one through [`Completer::handle`](crate::command::Completer::handle)).
@@ -126,13 +129,126 @@ impl fmt::Debug for Handle {
     }
 }
 
-/// Counts of a scheduler's shared state (`Arc<Shared>`) that no [`Handle`] owns: the
-/// handles workers keep for new cells (see `worker::lend_handle`), parked in a
-/// batch when a worker has more than it keeps and taken back, a batch at once, by
-/// a worker that has none. In a burst of spawns where one worker spawns and
-/// another ends what it spawned, the first cloned a handle per cell and the second
-/// dropped one per cell, two locked instructions per process on the one line every
-/// worker writes; parking moves them a batch at a time.
+/// Handles a worker keeps for the cells it makes, at most.
+pub(crate) const KEPT_HANDLES: usize = 64;
+/// Counts parked or taken back at once (see [`ParkedHandles`]).
+pub(crate) const HANDLE_BATCH: usize = KEPT_HANDLES / 2;
+
+/// Counts of a scheduler's shared state (`Arc<Shared>`) that its workers keep for
+/// the cells they make, each worker its own: a worker that ends a process keeps the
+/// count its cell's handle held, and the next cell it makes takes it instead of
+/// cloning a handle. A clone is a locked increment of the `Arc`'s count (and a
+/// cell's end a locked decrement) on the one line every worker writes; a worker
+/// that spawns and ends processes reuses the counts instead. A worker with more
+/// than [`KEPT_HANDLES`] parks a batch ([`ParkedHandles`]); one with none takes a
+/// batch back from there, or clones.
+///
+/// A kept count is a number, not a `Vec<Handle>` in the worker's thread-local: a
+/// spawn and an end found it through that thread-local (a lazily checked access
+/// and two `RefCell` borrows), ~90 instructions a process, where the caller's
+/// index reaches this in a few.
+///
+/// The counts live in the state they count, so they keep it alive: each worker
+/// gives back its own as it leaves ([`give_back`](Self::give_back)).
+pub(crate) struct KeptHandles {
+    /// `counts[w]` is reached only by the thread of worker `w`, through the methods
+    /// below, whose callers pass the index of the worker they run on.
+    counts: Box<[CachePadded<UnsafeCell<usize>>]>,
+}
+
+// SAFETY: `counts[w]` is reached only by the thread of worker `w` (see the field),
+// so no two threads access one count.
+unsafe impl Sync for KeptHandles {}
+// SAFETY: the counts are plain numbers; which thread drops them does not matter.
+unsafe impl Send for KeptHandles {}
+
+impl KeptHandles {
+    pub(crate) fn new(workers: usize) -> Self {
+        Self {
+            counts: (0..workers)
+                .map(|_| CachePadded::new(UnsafeCell::new(0)))
+                .collect(),
+        }
+    }
+
+    /// A handle for a new cell of `like`'s scheduler (`like` is any handle of it):
+    /// a count worker `worker` kept or took back from `parked`, else a clone.
+    ///
+    /// # Safety
+    /// The caller runs on the thread of worker `worker` of `like`'s scheduler, and
+    /// `self` and `parked` are that scheduler's.
+    #[inline]
+    pub(crate) unsafe fn lend(
+        &self,
+        worker: usize,
+        like: &Handle,
+        parked: &ParkedHandles,
+    ) -> Handle {
+        // SAFETY: only this worker's thread reaches its count (the contract).
+        let adopted = self.counts[worker].with_mut(|kept| unsafe {
+            let kept = &mut *kept;
+            if *kept == 0 {
+                *kept = parked.take(HANDLE_BATCH);
+            }
+            if *kept == 0 {
+                return false;
+            }
+            *kept -= 1;
+            true
+        });
+        if adopted {
+            // SAFETY: the count taken off `kept` above was a strong count of
+            // `like`'s state that a forgotten handle left (in `keep`, or parked).
+            unsafe { adopt(Arc::as_ptr(&like.shared)) }
+        } else {
+            like.clone()
+        }
+    }
+
+    /// Keeps the count `handle` holds, for a later [`lend`](Self::lend) by worker
+    /// `worker`, parking a batch in `parked` when it keeps [`KEPT_HANDLES`].
+    ///
+    /// # Safety
+    /// As for [`lend`](Self::lend), with `handle` a handle of that scheduler.
+    #[inline]
+    pub(crate) unsafe fn keep(&self, worker: usize, handle: Handle, parked: &ParkedHandles) {
+        // Its count stays taken, owned by the kept number from now on.
+        std::mem::forget(handle);
+        // SAFETY: only this worker's thread reaches its count (the contract).
+        self.counts[worker].with_mut(|kept| unsafe {
+            let kept = &mut *kept;
+            if *kept == KEPT_HANDLES {
+                parked.park(HANDLE_BATCH);
+                *kept -= HANDLE_BATCH;
+            }
+            *kept += 1;
+        });
+    }
+
+    /// Gives worker `worker`'s kept counts back (drops them): called by the worker
+    /// as it leaves, with its own handle as `like`, which keeps the state alive
+    /// meanwhile.
+    ///
+    /// # Safety
+    /// As for [`lend`](Self::lend), and the worker keeps nothing after this.
+    pub(crate) unsafe fn give_back(&self, worker: usize, like: &Handle) {
+        // SAFETY: only this worker's thread reaches its count (the contract).
+        let kept = self.counts[worker].with_mut(|kept| unsafe { std::mem::take(&mut *kept) });
+        let shared = Arc::as_ptr(&like.shared);
+        for _ in 0..kept {
+            // SAFETY: every count taken off the number above was a strong count of
+            // this state that a forgotten handle left.
+            drop(unsafe { adopt(shared) });
+        }
+    }
+}
+
+/// Counts of a scheduler's shared state (`Arc<Shared>`) that no [`Handle`] owns,
+/// parked by a worker that kept more than it keeps ([`KeptHandles`]) and taken back,
+/// a batch at once, by a worker that has none. In a burst of spawns where one
+/// worker spawns and another ends what it spawned, the first cloned a handle per
+/// cell and the second dropped one per cell, two locked instructions per process on
+/// the one line every worker writes; parking moves them a batch at a time.
 ///
 /// The counts live in the state they count, so they keep it alive: each worker
 /// gives back what is parked as it leaves ([`give_back`](Self::give_back)), and
@@ -149,35 +265,24 @@ impl ParkedHandles {
         Self(std::sync::atomic::AtomicUsize::new(0))
     }
 
-    /// Parks `handles` (all of this scheduler: the caller checked).
-    pub(crate) fn park(&self, handles: impl Iterator<Item = Handle>) {
-        let mut parked = 0;
-        for handle in handles {
-            // Its count stays taken, owned by the counter from now on.
-            std::mem::forget(handle);
-            parked += 1;
-        }
+    /// Parks `counts` strong counts of this scheduler's state, each left by a
+    /// forgotten handle, owned by the counter from now on.
+    pub(crate) fn park(&self, counts: usize) {
         // Relaxed: a count carries no data; the `Arc`'s own operations order the
         // last drop after every use.
         self.0
-            .fetch_add(parked, std::sync::atomic::Ordering::Relaxed);
+            .fetch_add(counts, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Takes up to `most` parked counts as handles into `into`; `like` is any
-    /// handle of this scheduler (the one whose state holds this counter).
-    pub(crate) fn take(&self, like: &Handle, into: &mut Vec<Handle>, most: usize) {
+    /// Takes up to `most` parked counts, owned by the caller from now on.
+    pub(crate) fn take(&self, most: usize) -> usize {
         use std::sync::atomic::Ordering::Relaxed;
-        let taken = match self.0.fetch_update(Relaxed, Relaxed, |parked| {
+        match self.0.fetch_update(Relaxed, Relaxed, |parked| {
             (parked > 0).then(|| parked - parked.min(most))
         }) {
             Ok(parked) => parked.min(most),
-            Err(_) => return,
-        };
-        let shared = Arc::as_ptr(&like.shared);
-        // SAFETY: each of the `taken` counts is one that `park` kept when it forgot
-        // a handle of this state (`like`'s), now owned by nobody else: the update
-        // above took it off the counter.
-        into.extend((0..taken).map(|_| unsafe { Self::adopt(shared) }));
+            Err(_) => 0,
+        }
     }
 
     /// Gives every parked count back (drops it): called by each worker as it
@@ -186,21 +291,23 @@ impl ParkedHandles {
         let parked = self.0.swap(0, std::sync::atomic::Ordering::Relaxed);
         let shared = Arc::as_ptr(&like.shared);
         for _ in 0..parked {
-            // SAFETY: as in `take`, for every count the swap took off the counter.
-            drop(unsafe { Self::adopt(shared) });
+            // SAFETY: every count the swap took off the counter was parked: a
+            // strong count of this state that a forgotten handle left, owned by
+            // nobody else now.
+            drop(unsafe { adopt(shared) });
         }
     }
+}
 
-    /// A handle owning one parked count of the state at `shared`.
-    ///
-    /// # Safety
-    /// The caller owns one strong count of the `Arc` whose data is at `shared` (a
-    /// count a forgotten handle kept), and hands it to the handle.
-    unsafe fn adopt(shared: *const Shared) -> Handle {
-        // SAFETY: the caller's count is what `Arc::from_raw` takes over, as for a
-        // pointer from `Arc::into_raw`.
-        Handle::from_shared(unsafe { Arc::from_raw(shared) })
-    }
+/// A handle owning one strong count of the state at `shared`.
+///
+/// # Safety
+/// The caller owns one strong count of the `Arc` whose data is at `shared` (a
+/// count a forgotten handle kept), and hands it to the handle.
+unsafe fn adopt(shared: *const Shared) -> Handle {
+    // SAFETY: the caller's count is what `Arc::from_raw` takes over, as for a
+    // pointer from `Arc::into_raw`.
+    Handle::from_shared(unsafe { Arc::from_raw(shared) })
 }
 
 #[cfg(all(test, not(loom)))]
@@ -220,23 +327,30 @@ mod tests {
         (scheduler, handle, before)
     }
 
+    /// `n` strong counts of `handle`'s state, as forgotten handles leave them.
+    fn forget_clones(handle: &Handle, n: usize) -> usize {
+        for _ in 0..n {
+            std::mem::forget(handle.clone());
+        }
+        n
+    }
+
     #[test]
     fn parked_counts_are_taken_in_batches_and_all_given_back() {
         let (_scheduler, handle, before) = counted_handle();
         let parked = ParkedHandles::new();
-        parked.park((0..5).map(|_| handle.clone()));
+        parked.park(forget_clones(&handle, 5));
         assert_eq!(strong(&handle), before + 5, "parking keeps the counts");
-        let mut taken = Vec::new();
-        parked.take(&handle, &mut taken, 3);
-        assert_eq!(taken.len(), 3);
-        assert_eq!(strong(&handle), before + 5, "taking adopts them");
-        drop(taken);
+        assert_eq!(parked.take(3), 3);
+        assert_eq!(strong(&handle), before + 5, "taking passes them on");
+        for _ in 0..3 {
+            // SAFETY: each is one of the three counts taken above.
+            drop(unsafe { adopt(Arc::as_ptr(&handle.shared)) });
+        }
         assert_eq!(strong(&handle), before + 2);
         parked.give_back(&handle);
         assert_eq!(strong(&handle), before);
-        let mut none = Vec::new();
-        parked.take(&handle, &mut none, 3);
-        assert!(none.is_empty(), "nothing is left to take");
+        assert_eq!(parked.take(3), 0, "nothing is left to take");
         assert_eq!(strong(&handle), before);
     }
 
@@ -248,23 +362,27 @@ mod tests {
             for thread in 0..4 {
                 let (parked, handle) = (&parked, &handle);
                 scope.spawn(move || {
-                    let mut kept: Vec<Handle> = Vec::new();
+                    let mut kept = 0;
                     for round in 0..20_000 {
                         // A third of the rounds take a batch back, as a spawning
-                        // worker does; the others add a handle, as an ending worker
+                        // worker does; the others keep a count, as an ending worker
                         // does, and park half when sixteen are kept.
                         if (round + thread) % 3 == 0 {
-                            parked.take(handle, &mut kept, 7);
+                            kept += parked.take(7);
                         } else {
-                            kept.push(handle.clone());
-                            if kept.len() >= 16 {
-                                parked.park(kept.drain(8..));
+                            kept += forget_clones(handle, 1);
+                            if kept >= 16 {
+                                parked.park(8);
+                                kept -= 8;
                             }
                         }
-                        if kept.len() > 32 {
-                            kept.truncate(16);
+                        while kept > 32 {
+                            // SAFETY: one of the counts this thread holds.
+                            drop(unsafe { adopt(Arc::as_ptr(&handle.shared)) });
+                            kept -= 1;
                         }
                     }
+                    parked.park(kept);
                 });
             }
         });
@@ -274,6 +392,46 @@ mod tests {
             before,
             "every count came back exactly once"
         );
+    }
+
+    #[test]
+    fn kept_counts_are_lent_parked_past_the_limit_and_given_back() {
+        let (_scheduler, handle, before) = counted_handle();
+        let (kept, parked) = (KeptHandles::new(2), ParkedHandles::new());
+        // SAFETY: this test's thread stands for both workers, one at a time; the
+        // counts are this scheduler's.
+        unsafe {
+            for _ in 0..KEPT_HANDLES + 1 {
+                kept.keep(1, handle.clone(), &parked);
+            }
+            assert_eq!(
+                strong(&handle),
+                before + KEPT_HANDLES + 1,
+                "kept, not dropped"
+            );
+            assert_eq!(
+                parked.take(usize::MAX),
+                HANDLE_BATCH,
+                "a batch parked past the limit"
+            );
+            parked.park(HANDLE_BATCH);
+            // Worker 0 keeps none: it takes a batch from the parked ones.
+            let lent = kept.lend(0, &handle, &parked);
+            assert_eq!(
+                strong(&handle),
+                before + KEPT_HANDLES + 1,
+                "lent from a kept count"
+            );
+            drop(lent);
+            assert_eq!(parked.take(usize::MAX), 0, "the batch went to worker 0");
+            kept.give_back(0, &handle);
+            kept.give_back(1, &handle);
+            assert_eq!(strong(&handle), before, "every count came back once");
+            // Nothing kept and nothing parked: a clone.
+            let cloned = kept.lend(1, &handle, &parked);
+            assert_eq!(strong(&handle), before + 1);
+            drop(cloned);
+        }
     }
 
     /// Spawns `n` children that end at once, so that the other worker steals and

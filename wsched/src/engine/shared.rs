@@ -8,7 +8,7 @@ use crate::engine::cell::{CellRef, NewProcess, Owned, ProcessCell, ResultWaiter}
 use crate::engine::context::Context;
 use crate::engine::counters::{CoarseClock, ProcessCounts, ProcessEvent, WorkerCounters};
 use crate::engine::dead_letters::{DeadLetterReason, DeadLetters};
-use crate::engine::handle::{Handle, ParkedHandles};
+use crate::engine::handle::{Handle, KeptHandles, ParkedHandles};
 use crate::engine::held::{HeldMessages, MessageCount};
 use crate::engine::hooks::{self, Hooks, Instrument, Layers};
 use crate::engine::idle::Idle;
@@ -77,6 +77,9 @@ pub(crate) struct Shared {
     /// Counts of this state that workers parked (see `ParkedHandles`); padded: the
     /// workers that park and take them write it.
     pub(crate) parked_handles: CachePadded<ParkedHandles>,
+    /// The counts of this state each worker keeps for the cells it makes (see
+    /// `KeptHandles`).
+    pub(crate) kept_handles: KeptHandles,
 }
 
 /// The lifecycle flags (see `Shared::spawn` and `Shared::stop_all`).
@@ -148,6 +151,7 @@ impl Shared {
             unobserved: parts.unobserved,
             layers: parts.layers,
             parked_handles: CachePadded::new(ParkedHandles::new()),
+            kept_handles: KeptHandles::new(parts.workers),
         })
     }
 
@@ -192,7 +196,7 @@ impl Shared {
             return Err(SpawnError::ShuttingDown);
         }
         let pid = self.registry.reserve(caller);
-        let spawned = process.spawn(handle, pid, parent, |cell, body, method, input| {
+        let spawned = process.spawn(handle, caller, pid, parent, |cell, body, method, input| {
             // The process reaches the scheduler through its own cell.
             init_process(body, Context::of_process(cell), method, input)
         });

@@ -24,10 +24,11 @@
 //! inside a step then wakes nobody, where a wake-up per message cost a system call
 //! and kept a second core busy finding nothing in every ping-pong.
 //!
-//! A worker thread also keeps what makes its processes' operations cheaper without
-//! sharing anything: the scheduler handles of cells it destroyed, for the cells it
-//! makes ([`lend_handle`]), and the cells of the processes its steps send to often,
-//! so that a send skips the PID table's lock ([`with_destination`]). When a step
+//! A worker also keeps what makes its processes' operations cheaper without sharing
+//! anything: the counts of the scheduler's handle that cells it destroyed held, for
+//! the cells it makes ([`lend_handle`]; in the scheduler's state, one slot per
+//! worker), and the cells of the processes its steps send to often, so that a send
+//! skips the PID table's lock ([`with_destination`]). When a step
 //! leaves its process waiting, the worker's reference to the cell stays with the
 //! process (see "The waiting reference" in `state.rs`).
 //!
@@ -124,9 +125,6 @@ struct Current {
     /// The worker's index, readable while `core` is borrowed.
     index: usize,
     core: Rc<RefCell<Core>>,
-    /// Handles of this scheduler that destroyed cells held, kept for new cells (see
-    /// [`lend_handle`]).
-    handles: RefCell<Vec<Handle>>,
     /// The processes this worker's steps send to (see [`with_destination`]).
     destinations: RefCell<Destinations>,
 }
@@ -223,68 +221,55 @@ pub(crate) fn with_destination<R>(
     }
 }
 
-/// Handles a worker keeps for the cells it makes.
-const KEPT_HANDLES: usize = 64;
-/// Handles parked or taken back at once (see `ParkedHandles`).
-const HANDLE_BATCH: usize = KEPT_HANDLES / 2;
-
-/// A handle to `handle`'s scheduler for a new cell: one this worker kept from a cell
-/// it destroyed or took from the parked ones, or a clone. A clone is a locked
-/// increment of the scheduler's reference count (and the cell's end a locked
-/// decrement) on a line every worker writes; a worker that spawns and ends
-/// processes reuses the counts instead, and one that spawns more than it ends takes
-/// a batch of those other workers parked (see `ParkedHandles`). Every kept handle
-/// is a real count: a cell that moves to another thread owns its own.
-pub(crate) fn lend_handle(handle: &Handle) -> Handle {
-    let kept = CURRENT.try_with(|current| {
-        let current = current.try_borrow().ok()?;
-        let current = current.as_ref()?;
-        if !std::ptr::eq(current.shared, handle.shared()) {
-            return None;
+/// A handle to `handle`'s scheduler for a new cell made by `caller`: on a worker, a
+/// count it kept from a cell it destroyed or took from the parked ones, else a
+/// clone (see `KeptHandles`). Every lent handle is a real count: a cell that moves
+/// to another thread owns its own.
+#[inline]
+pub(crate) fn lend_handle(handle: &Handle, caller: Caller) -> Handle {
+    match caller {
+        Caller::Worker(index) => {
+            let shared = handle.shared();
+            // SAFETY: `caller` is `Caller::Worker(index)` only on the thread of
+            // worker `index` of `handle`'s scheduler (see `caller`).
+            unsafe {
+                shared
+                    .kept_handles
+                    .lend(index, handle, &shared.parked_handles)
+            }
         }
-        let mut handles = current.handles.try_borrow_mut().ok()?;
-        if handles.is_empty() {
-            handle
-                .shared()
-                .parked_handles
-                .take(handle, &mut handles, HANDLE_BATCH);
-        }
-        handles.pop()
-    });
-    kept.ok().flatten().unwrap_or_else(|| handle.clone())
+        Caller::Outside => handle.clone(),
+    }
 }
 
 /// Takes back the handle of a cell that was destroyed: kept for [`lend_handle`] on
-/// a worker of its scheduler (up to [`KEPT_HANDLES`], then a batch is parked for
-/// other workers), dropped elsewhere.
+/// a worker of its scheduler, dropped elsewhere.
+#[inline]
 pub(crate) fn keep_handle(handle: Handle) {
-    let mut handle = Some(handle);
-    // `try_with` and `try_borrow`: a cell may be destroyed while this thread's
-    // worker state is being set up or torn down.
-    let _ = CURRENT.try_with(|current| {
-        let Ok(current) = current.try_borrow() else {
-            return;
-        };
-        let Some(current) = current.as_ref() else {
-            return;
-        };
-        let Some(kept) = handle.as_ref() else {
-            return;
-        };
-        if !std::ptr::eq(current.shared, kept.shared()) {
-            return;
+    let shared = handle.shared();
+    // `try_borrow`: a cell may be destroyed while this thread's worker state is
+    // being set up or taken down; it is then dropped, as on any other thread.
+    let index = CURRENT
+        .try_with(|current| match current.try_borrow().as_deref() {
+            Ok(Some(current)) if std::ptr::eq(current.shared, shared) => Some(current.index),
+            _ => None,
+        })
+        .ok()
+        .flatten();
+    match index {
+        Some(index) => {
+            let shared: *const Shared = shared;
+            // SAFETY: this is the thread of worker `index` of `handle`'s scheduler
+            // (its thread-local says so), and the state outlives the call: `handle`
+            // holds a count until `keep` takes it over, and the worker its own.
+            unsafe {
+                (*shared)
+                    .kept_handles
+                    .keep(index, handle, &(*shared).parked_handles)
+            }
         }
-        let Ok(mut handles) = current.handles.try_borrow_mut() else {
-            return;
-        };
-        if handles.len() == KEPT_HANDLES {
-            kept.shared()
-                .parked_handles
-                .park(handles.drain(KEPT_HANDLES - HANDLE_BATCH..));
-        }
-        handles.extend(handle.take());
-    });
-    drop(handle);
+        None => drop(handle),
+    }
 }
 
 /// Which thread is calling into the scheduler: one of its workers (by index), or any
@@ -470,7 +455,6 @@ impl Worker {
                 shared,
                 index,
                 core: core.clone(),
-                handles: RefCell::new(Vec::with_capacity(KEPT_HANDLES)),
                 destinations: RefCell::new(Destinations::new()),
             })
         });
@@ -551,17 +535,21 @@ impl Worker {
     /// Takes the worker off its thread, once the scheduler has terminated.
     pub(crate) fn leave(self) {
         <Layers as Hooks>::after_run();
-        // Taken out before it is dropped: dropping it drops the kept handles and may
-        // destroy cells, which look at this thread-local.
+        // Taken out before it is dropped: dropping it may destroy cells (the
+        // destinations it holds), which look at this thread-local.
         let current = CURRENT.with(|current| current.borrow_mut().take());
         drop(current);
-        // What was parked goes back, now that this worker can park no more; the
-        // last worker to leave gives back what the others parked meanwhile.
-        self.handle.shared().parked_handles.give_back(&self.handle);
+        // What this worker kept, and what was parked, goes back now that it can keep
+        // and park no more; the last worker to leave gives back what the others
+        // parked meanwhile.
+        let shared = self.handle.shared();
+        // SAFETY: this is worker `self.index`'s thread, no longer in the
+        // thread-local, so it keeps nothing after this.
+        unsafe { shared.kept_handles.give_back(self.index, &self.handle) };
+        shared.parked_handles.give_back(&self.handle);
         // All processes have ended before workers are told to exit, so queues hold
         // only processes shutdown already stopped; drop them outside the
         // thread-local.
-        let shared = self.handle.shared();
         drop(shared.lifo(self.index).take());
         let mut core = self.core.borrow_mut();
         while core.local.pop().is_some() {}

@@ -18,6 +18,7 @@ use crate::engine::process::{
 };
 use crate::engine::shared::Filler;
 use crate::engine::state::{AfterStep, EventKind, ProcessState, State, StopRequest, Suspend};
+use crate::engine::worker::Caller;
 use crate::entry_name::EntryName;
 use crate::error::{InitError, StepError};
 use crate::error::{JoinError, ProcessError};
@@ -643,7 +644,8 @@ impl NewProcess {
         cell.body.with_mut(|body| unsafe { &mut **body })
     }
 
-    /// Makes the process `pid` of `handle`'s scheduler: `init` gets a reference to
+    /// Makes the process `pid` of `handle`'s scheduler, spawned by `caller`: `init`
+    /// gets a reference to
     /// the cell (for the process's `Context`), the process, its entry and its input,
     /// and returns the error that refuses the spawn, if any (the process is then
     /// dropped, quietly). The cell is RUNNING, owned by this function, until `init`
@@ -652,6 +654,7 @@ impl NewProcess {
     pub(crate) fn spawn<E>(
         mut self,
         handle: &Handle,
+        caller: Caller,
         pid: Pid,
         parent: Option<Pid>,
         init: impl FnOnce(CellRef, &mut dyn Process, &str, Payloads) -> Result<(), E>,
@@ -661,7 +664,7 @@ impl NewProcess {
         #[cfg(feature = "sim")]
         let record_history = header.steps.load(Ordering::Relaxed) & RECORD_HISTORY != 0;
         header.pid = pid;
-        header.handle = Some(crate::engine::worker::lend_handle(handle));
+        header.handle = Some(crate::engine::worker::lend_handle(handle, caller));
         header.parent = parent;
         header.span = <Layers as Instrument>::process_span(pid, &header.entry, parent);
         // Before `init` consumes the input: the history's entry and arguments.
