@@ -1028,10 +1028,13 @@ pub(crate) fn run_task(
             continue;
         }
         // Not now: the completions go where completions from elsewhere go, the
-        // mailbox, and wake the process as those would.
-        for event in events.drain(..) {
-            if let Err(event) = task.push_event(event) {
-                drop_quietly(event);
+        // mailbox, and wake the process as those would. Usually there are none: a
+        // `Drain` made and dropped for nothing was ~20 instructions a step.
+        if !events.is_empty() {
+            for event in events.drain(..) {
+                if let Err(event) = task.push_event(event) {
+                    drop_quietly(event);
+                }
             }
         }
         // Before the closing CAS: once the process waits, the reference the stock
