@@ -647,8 +647,9 @@ fn settle(io: &mut Io, direct: &mut Direct<'_>) {
 pub(crate) struct Lent<'a> {
     /// The state.
     io: *mut Io,
-    /// The context, or null before `init`.
-    ctx: *const Context,
+    /// The machine's context, `None` before `init`: the option itself, so that
+    /// lending it is one address, not a check.
+    ctx: *const Option<Context>,
     /// The step's output, or null while the machine drops its coroutine (when no
     /// suspension point can run).
     out: *mut StepOutput,
@@ -666,7 +667,7 @@ pub(crate) struct Lent<'a> {
     busy: Cell<bool>,
     /// The borrows the pointers stand for (the direct events' as a borrow of
     /// nothing: see `direct`).
-    _lent: PhantomData<(&'a mut Io, &'a Context, &'a mut StepOutput, &'a mut ())>,
+    _lent: PhantomData<(&'a mut Io, &'a Option<Context>, &'a mut StepOutput, &'a mut ())>,
 }
 
 impl<'a> Lent<'a> {
@@ -674,13 +675,13 @@ impl<'a> Lent<'a> {
     #[inline]
     pub(crate) fn new(
         io: &'a mut Io,
-        ctx: Option<&'a Context>,
+        ctx: &'a Option<Context>,
         out: Option<&'a mut StepOutput>,
         direct: &'a mut Direct<'_>,
     ) -> Self {
         Self {
             io,
-            ctx: ctx.map_or(ptr::null(), ptr::from_ref),
+            ctx: ptr::from_ref(ctx),
             out: out.map_or(ptr::null_mut(), ptr::from_mut),
             direct: ptr::from_mut(direct).cast(),
             busy: Cell::new(false),
@@ -745,8 +746,11 @@ impl Drop for Lent<'_> {
         // use (`Busy`, `Installed`) and the views of the poll were made after it and
         // are gone before it.
         let (io, direct) = unsafe { (&mut *self.io, &mut *self.direct) };
-        if let Some(m) = direct.message.take() {
-            io.settle_message(m.take());
+        // Looked at before it is taken: the usual `None` is not written back.
+        if direct.message.is_some() {
+            if let Some(m) = direct.message.take() {
+                io.settle_message(m.take());
+            }
         }
     }
 }
@@ -1102,29 +1106,24 @@ pub(crate) fn take_direct(
 pub(crate) fn with_context<R>(what: &'static str, f: impl FnOnce(&Context) -> R) -> R {
     let lent = installed(what);
     lent.io(what);
-    let ctx = lent.ctx;
-    assert!(
-        !ctx.is_null(),
-        "wsched: the process was stepped before init"
-    );
-    // SAFETY: a non-null pointer was made by `Lent::new` from a `&Context` that the
-    // `Lent` keeps borrowed while it lives, which outlasts this call: the step is
-    // further up this thread's stack, and a nested `install` only replaces the
+    // SAFETY: the pointer was made by `Lent::new` from a `&Option<Context>` that
+    // the `Lent` keeps borrowed while it lives, which outlasts this call: the step
+    // is further up this thread's stack, and a nested `install` only replaces the
     // pointer in the slot. Nothing writes to the context meanwhile, and it is apart
     // from the `Io` that `with` lends out mutably.
-    f(unsafe { &*ctx })
+    let Some(ctx) = (unsafe { &*lent.ctx }) else {
+        panic!("wsched: the process was stepped before init")
+    };
+    f(ctx)
 }
 
 /// Like [`with_context`], but `None` where that panics.
 pub(crate) fn try_with_context<R>(f: impl FnOnce(&Context) -> R) -> Option<R> {
     let lent = CURRENT.get();
     // SAFETY: as in `installed`.
-    let ctx = match unsafe { lent.as_ref() } {
-        Some(lent) if !lent.busy.get() => lent.ctx,
-        _ => ptr::null(),
-    };
+    let lent = unsafe { lent.as_ref() }.filter(|lent| !lent.busy.get())?;
     // SAFETY: as in `with_context`.
-    (!ctx.is_null()).then(|| f(unsafe { &*ctx }))
+    unsafe { &*lent.ctx }.as_ref().map(f)
 }
 
 #[cfg(all(test, not(loom)))]

@@ -367,7 +367,7 @@ impl<P, S, F> Machine<P, S, F> {
             return;
         }
         let mut direct = io::Direct::default();
-        let lent = io::Lent::new(&mut self.io, self.ctx.as_ref(), None, &mut direct);
+        let lent = io::Lent::new(&mut self.io, &self.ctx, None, &mut direct);
         let _installed = io::install(&lent);
         // An assignment drops the old value where it is: the coroutine is not moved.
         self.state = State::Finished;
@@ -474,7 +474,7 @@ where
             // through the thread-local slot.
             let lent = io::Lent::new(
                 &mut self.io,
-                self.ctx.as_ref(),
+                &self.ctx,
                 Some(&mut *out),
                 &mut direct,
             );
