@@ -351,15 +351,46 @@ impl<P, S, F> Machine<P, S, F> {
         }
     }
 
-    /// Drops a coroutine that returned. It dropped everything it held (the struct
-    /// too) within its last poll, where `wsched::this` reached the process: what is
-    /// left owns nothing, and needs no state installed to be dropped (`finish`
-    /// would install it for nothing). Out of line, as `finish` was: inlined, the
-    /// coroutine's drop made the step, which every message and completion runs,
-    /// larger for the one time its entry returns.
+    /// Drops a coroutine that returned `result`, and reports it. It dropped
+    /// everything it held (the struct too) within its last poll, where
+    /// `wsched::this` reached the process: what is left owns nothing, and needs no
+    /// state installed to be dropped (`finish` would install it for nothing). Out
+    /// of line, as `finish` was: inlined, the coroutine's drop and the result made
+    /// the step, which every message and completion runs, larger for the one time
+    /// its entry returns.
     #[inline(never)]
-    fn drop_returned(&mut self) {
+    fn returned(
+        &mut self,
+        result: Result<Payload, StepError>,
+        out: &mut StepOutput,
+    ) -> Result<(), StepError> {
         self.state = State::Finished;
+        out.set_status(Status::Done(result?));
+        Ok(())
+    }
+
+    /// Why a step found no coroutine to poll. Out of line, as the other errors of
+    /// `step`: the step's own frame is smaller without them.
+    #[cold]
+    #[inline(never)]
+    fn not_running(&self) -> StepError {
+        if matches!(self.state, State::Unstarted { .. }) {
+            StepError::new("stepped before init")
+        } else {
+            StepError::new("stepped after it finished")
+        }
+    }
+
+    /// The error of a poll that returned `Pending` with no suspension point waiting.
+    #[cold]
+    #[inline(never)]
+    fn not_suspended(&self) -> StepError {
+        StepError::new(format!(
+            "entry `{}` awaited a future that is not a wsched suspension point \
+             (only yield_cmd!, yield_all!, recv!, call! and #[suspend] methods may \
+             suspend an entry); it would never be woken",
+            self.io.entry
+        ))
     }
 
     /// Drops the coroutine (and with it the struct) in place, with the state
@@ -429,10 +460,8 @@ where
     }
 
     fn step(&mut self, mut events: Events<'_>, out: &mut StepOutput) -> Result<(), StepError> {
-        let future = match &mut self.state {
-            State::Running(future) => future,
-            State::Unstarted { .. } => return Err(StepError::new("stepped before init")),
-            State::Finished => return Err(StepError::new("stepped after it finished")),
+        let State::Running(future) = &mut self.state else {
+            return Err(self.not_running());
         };
         // SAFETY: the coroutine is never moved from here until it is dropped: it runs
         // only in a machine whose runner promised not to move it until it is closed
@@ -498,22 +527,11 @@ where
         mem::forget(direct.message);
         self.publish_held();
         match poll {
-            Poll::Ready(result) => {
-                self.drop_returned();
-                out.set_status(Status::Done(result?));
-            }
             // The suspension point set the status, with where it waits.
-            Poll::Pending if self.io.suspended => {}
-            Poll::Pending => {
-                return Err(StepError::new(format!(
-                    "entry `{}` awaited a future that is not a wsched suspension point \
-                     (only yield_cmd!, yield_all!, recv!, call! and #[suspend] methods may \
-                     suspend an entry); it would never be woken",
-                    self.io.entry
-                )));
-            }
+            Poll::Pending if self.io.suspended => Ok(()),
+            Poll::Pending => Err(self.not_suspended()),
+            Poll::Ready(result) => self.returned(result, out),
         }
-        Ok(())
     }
 
     fn close(&mut self) {
