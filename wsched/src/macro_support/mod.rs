@@ -424,6 +424,20 @@ impl<P, S, F> fmt::Debug for Machine<P, S, F> {
     }
 }
 
+/// Takes in the events of a step after the direct ones (see `io::Direct`). Out of
+/// line: most steps bring one event, and the loop made the step's frame larger for
+/// all of them.
+#[inline(never)]
+fn take_in_rest(io: &mut io::Io, events: &mut Events<'_>, direct: &mut io::Direct<'_>) {
+    // Iterated in place: moving `events` into the loop copied it from where the
+    // caller had just written it, a store-forwarding stall on every step.
+    for event in events.by_ref() {
+        // A completion nobody waits for any more (a receive's timer that lost to a
+        // message) comes back here and is dropped.
+        drop(io.take_in(event, direct));
+    }
+}
+
 impl<P, S, F> Process for Machine<P, S, F>
 where
     P: Send + 'static,
@@ -488,12 +502,8 @@ where
                 },
             },
         };
-        // Iterated in place: moving `events` into the loop copied it from where the
-        // caller had just written it, a store-forwarding stall on every step.
-        for event in events.by_ref() {
-            // A completion nobody waits for any more (a receive's timer that lost to
-            // a message) comes back here and is dropped.
-            drop(self.io.take_in(event, &mut direct));
+        if events.len() != 0 {
+            take_in_rest(&mut self.io, &mut events, &mut direct);
         }
         // Drained: its drop would only check again, at the step's end, that
         // nothing is left (6 instructions a step).
