@@ -280,12 +280,14 @@ impl Io {
         filter: &mut F,
         direct: &mut Option<InPlace<'_, Message>>,
     ) -> Option<F::Output> {
-        match direct.take() {
-            None => self.receive(filter),
-            Some(message) => match filter.try_convert(message.take()) {
-                Ok(value) => Some(value),
-                Err(refused) => self.refused_direct(filter, refused),
-            },
+        // Looked at before it is taken: the usual `None` is not written back.
+        if direct.is_none() {
+            return self.receive(filter);
+        }
+        let message = direct.take()?;
+        match filter.try_convert(message.take()) {
+            Ok(value) => Some(value),
+            Err(refused) => self.refused_direct(filter, refused),
         }
     }
 
