@@ -565,8 +565,14 @@ impl Io {
     }
 
     /// Consumes a pending cancel: the suspension point asking reports it.
+    #[inline]
     pub(crate) fn take_cancel(&mut self) -> bool {
-        mem::take(&mut self.cancel_pending)
+        // Looked at before it is cleared: the usual `false` is not written back.
+        if !self.cancel_pending {
+            return false;
+        }
+        self.cancel_pending = false;
+        true
     }
 
     /// Records where the entry waits after this poll, and the status that follows
@@ -638,11 +644,16 @@ pub(crate) struct Direct<'a> {
 /// looks at the slots or the held messages: two branches when there is nothing.
 #[inline(always)]
 fn settle(io: &mut Io, direct: &mut Direct<'_>) {
-    if let Some(c) = direct.completion.take() {
-        io.settle(c.take());
+    // Each looked at before it is taken: the usual `None` is not written back.
+    if direct.completion.is_some() {
+        if let Some(c) = direct.completion.take() {
+            io.settle(c.take());
+        }
     }
-    if let Some(m) = direct.message.take() {
-        io.settle_message(m.take());
+    if direct.message.is_some() {
+        if let Some(m) = direct.message.take() {
+            io.settle_message(m.take());
+        }
     }
 }
 
