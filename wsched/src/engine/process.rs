@@ -295,56 +295,50 @@ impl<'a> Events<'a> {
         }
     }
 
-    /// Takes the next event if it is a completion that `accept` accepts, as that
-    /// completion, left where it is in the buffer (see [`InPlace`]); leaves the
-    /// event otherwise. For the macro's step, which hands such a completion to
-    /// the suspension point waiting for it.
+    /// Takes the next event, left where it is in the buffer (see [`InPlace`]), if
+    /// it is a completion that `accept` accepts, or else a message when `message`
+    /// says one is wanted; leaves it otherwise. For the macro's step: the event
+    /// is found once for both looks.
     #[inline(always)]
-    pub(crate) fn next_completion_if(
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn next_direct(
         &mut self,
         accept: impl FnOnce(&Completion) -> bool,
-    ) -> Option<InPlace<'a, Completion>> {
-        self.next_in_place(|event| match event {
-            Event::Completion(c) if accept(c) => Some(c),
-            _ => None,
-        })
-    }
-
-    /// Takes the next event if it is a message, left where it is in the buffer
-    /// (see [`InPlace`]); leaves the event otherwise. For the macro's step, which
-    /// hands it to a waiting `recv!` without buffering it.
-    #[inline(always)]
-    pub(crate) fn next_message(&mut self) -> Option<InPlace<'a, Message>> {
-        self.next_in_place(|event| match event {
-            Event::Message(m) => Some(m),
-            _ => None,
-        })
-    }
-
-    /// Takes the part of the next event that `part` finds, left in place.
-    #[inline(always)]
-    fn next_in_place<T>(
-        &mut self,
-        part: impl FnOnce(&mut Event) -> Option<&mut T>,
-    ) -> Option<InPlace<'a, T>> {
+        message: impl FnOnce() -> bool,
+    ) -> (
+        Option<InPlace<'a, Completion>>,
+        Option<InPlace<'a, Message>>,
+    ) {
         if self.cursor.left() == 0 {
-            return None;
+            return (None, None);
         }
         // `as_mut_ptr` makes no reference to the elements, so the pointer stays
         // valid while the iterator goes on reading the others.
         // SAFETY: element `next` is live and owned by the iterator (see the
         // invariant).
         let event = unsafe { &mut *self.buffer.as_mut_ptr().add(self.cursor.next() as usize) };
-        let value = NonNull::from(part(event)?);
-        // The event is handed to the `InPlace`, which owns the part (all of the
-        // event that owns anything: the variant's one field) from now on: past
-        // `next`, the iterator no longer drops it (see the invariant). `next <
-        // end`, so this cannot carry into `end`.
+        // One kind at a time, the message's after `message`: a single match on
+        // both kinds decoded the variant first, a longer way to the usual answer.
+        if let Event::Completion(c) = event {
+            if !accept(c) {
+                return (None, None);
+            }
+            // The event is handed to the `InPlace`, which owns the part (all of the
+            // event that owns anything: the variant's one field) from now on: past
+            // `next`, the iterator no longer drops it (see the invariant). `next <
+            // end`, so this cannot carry into `end`.
+            self.cursor.0 += 1;
+            return (Some(InPlace::new(c)), None);
+        }
+        if !message() {
+            return (None, None);
+        }
+        let Event::Message(m) = event else {
+            return (None, None);
+        };
+        // As above.
         self.cursor.0 += 1;
-        Some(InPlace {
-            value,
-            _owns: PhantomData,
-        })
+        (None, Some(InPlace::new(m)))
     }
 
     fn remaining(&self) -> &[Event] {
@@ -365,7 +359,7 @@ impl<'a> Events<'a> {
 /// back from there made the machine's step load fields wider than it had stored
 /// them (a store-forwarding stall, in one build out of two).
 pub(crate) struct InPlace<'a, T> {
-    /// Owned: see `Events::next_in_place`.
+    /// Owned: see `Events::next_direct`.
     value: NonNull<T>,
     /// The buffer it lives in stays borrowed (nothing can move or overwrite it).
     _owns: PhantomData<&'a mut T>,
@@ -380,7 +374,17 @@ impl InPlace<'_, Completion> {
     }
 }
 
-impl<T> InPlace<'_, T> {
+impl<'a, T> InPlace<'a, T> {
+    /// Owns `value` from now on: the caller stops owning it (see
+    /// `Events::next_direct`).
+    #[inline(always)]
+    fn new(value: &'a mut T) -> Self {
+        Self {
+            value: NonNull::from(value),
+            _owns: PhantomData,
+        }
+    }
+
     /// Reads the value out.
     #[inline(always)]
     pub(crate) fn take(self) -> T {

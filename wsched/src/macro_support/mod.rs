@@ -488,19 +488,13 @@ where
         // Else the first message when none is held, for the `recv!` waiting for
         // it (see `io::Direct`). Not both: a step that completes a yield rarely
         // brings a message, and a yield's step pays no look for one.
-        let mut direct = match events.next_completion_if(|c| self.io.waits_alone(c.tag)) {
-            Some(completion) => io::Direct {
-                completion: Some(completion),
-                message: None,
-            },
-            None => io::Direct {
-                completion: None,
-                message: if self.io.takes_direct_message() {
-                    events.next_message()
-                } else {
-                    None
-                },
-            },
+        let (completion, message) = events.next_direct(
+            |c| self.io.waits_alone(c.tag),
+            || self.io.takes_direct_message(),
+        );
+        let mut direct = io::Direct {
+            completion,
+            message,
         };
         if events.len() != 0 {
             take_in_rest(&mut self.io, &mut events, &mut direct);
@@ -515,11 +509,7 @@ where
         let poll = {
             // The suspension points find the state through the waker; `wsched::this`
             // through the thread-local slot.
-            let lent = io::Lent::new(
-                &mut self.io,
-                Some(&mut *out),
-                &mut direct,
-            );
+            let lent = io::Lent::new(&mut self.io, Some(&mut *out), &mut direct);
             let _installed = io::install(&lent);
             let view = lent.view();
             // Not dropped: its drop is a no-op, but a call through the vtable.
