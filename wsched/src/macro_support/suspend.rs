@@ -127,6 +127,10 @@ impl<O: Any + Send, C> Future for YieldOne<O, C> {
     #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
+        // Looked at before it is taken: a later poll writes nothing back.
+        if this.command.is_none() {
+            return this.poll_again(cx);
+        }
         match this.command.take() {
             Some(command) => this.poll_first(cx, command),
             None => this.poll_again(cx),
