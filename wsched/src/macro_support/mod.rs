@@ -438,6 +438,15 @@ fn take_in_rest(io: &mut io::Io, events: &mut Events<'_>, direct: &mut io::Direc
     }
 }
 
+/// Takes in the direct completion that the poll left (see `Machine::step`).
+#[cold]
+#[inline(never)]
+fn settle_completion(io: &mut io::Io, direct: &mut io::Direct<'_>) {
+    if let Some(c) = direct.completion.take() {
+        io.settle(c.take());
+    }
+}
+
 impl<P, S, F> Process for Machine<P, S, F>
 where
     P: Send + 'static,
@@ -519,12 +528,12 @@ where
         // Untaken only if the entry awaited something else (an error below): it
         // is taken in as any completion would be. (An untaken message was, as the
         // `Lent` was dropped.)
-        if let Some(c) = direct.completion {
-            self.io.settle(c.take());
+        if direct.completion.is_some() {
+            settle_completion(&mut self.io, &mut direct);
         }
-        // Taken by the `Lent`'s drop: spares the drop's check of it.
-        debug_assert!(direct.message.is_none());
-        mem::forget(direct.message);
+        // Both taken (the message by the `Lent`'s drop): spares the drop's checks.
+        debug_assert!(direct.completion.is_none() && direct.message.is_none());
+        mem::forget(direct);
         self.publish_held();
         match poll {
             // The suspension point set the status, with where it waits.
