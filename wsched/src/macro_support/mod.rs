@@ -303,9 +303,16 @@ impl<P, S, F> Machine<P, S, F> {
     /// (see `Io::show_held`). A step that touched no message tests one bit.
     #[inline]
     fn publish_held(&mut self) {
-        if !self.io.held_to_report() {
-            return;
+        if self.io.held_to_report() {
+            self.report_held();
         }
+    }
+
+    /// The rest of [`publish_held`](Self::publish_held), when the held messages
+    /// changed or the mailbox is bounded. Out of line: a step that touched no
+    /// message does not need it, and inlined it made the step's frame larger.
+    #[inline(never)]
+    fn report_held(&mut self) {
         if self.io.bounded() {
             return self.report_bounded();
         }
