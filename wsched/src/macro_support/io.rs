@@ -92,9 +92,6 @@ pub(crate) struct Io {
     slots: ManuallyDrop<Vec<Slot>>,
     /// Messages not received yet, in arrival order.
     pub(crate) mailbox: ManuallyDrop<VecDeque<Message>>,
-    /// Set by `init`. Here rather than beside the state in the machine, so that a
-    /// step lends both as one pointer (see [`Lent`]).
-    pub(crate) ctx: Option<Context>,
     /// How many of `slots` are not [`Slot::Done`]. 32 bits: 2³² outstanding yields
     /// would take over 400 GB of slots and yields.
     live: u32,
@@ -138,7 +135,6 @@ impl Default for Io {
             last_tag: 0,
             slots: ManuallyDrop::new(Vec::new()),
             mailbox: ManuallyDrop::new(VecDeque::new()),
-            ctx: None,
             live: 0,
             cancel_pending: false,
             cancelled: false,
@@ -662,9 +658,11 @@ fn settle(io: &mut Io, direct: &mut Direct<'_>) {
 /// of the drop of the coroutine), which reaches it to the suspension points through
 /// the poll's waker and to everything else through the thread-local slot.
 pub(crate) struct Lent<'a> {
-    /// The state, and in it the context (`None` before `init`), lent as the option
-    /// itself: lending it is no check.
+    /// The state.
     io: *mut Io,
+    /// The machine's context, `None` before `init`: the option itself, so that
+    /// lending it is one address, not a check.
+    ctx: *const Option<Context>,
     /// The step's output, or null while the machine drops its coroutine (when no
     /// suspension point can run).
     out: *mut StepOutput,
@@ -682,19 +680,26 @@ pub(crate) struct Lent<'a> {
     busy: Cell<bool>,
     /// The borrows the pointers stand for (the direct events' as a borrow of
     /// nothing: see `direct`).
-    _lent: PhantomData<(&'a mut Io, &'a mut StepOutput, &'a mut ())>,
+    _lent: PhantomData<(
+        &'a mut Io,
+        &'a Option<Context>,
+        &'a mut StepOutput,
+        &'a mut (),
+    )>,
 }
 
 impl<'a> Lent<'a> {
-    /// Lends `io` (with its context) and `out` for as long as the result lives.
+    /// Lends `io`, `ctx` and `out` for as long as the result lives.
     #[inline]
     pub(crate) fn new(
         io: &'a mut Io,
+        ctx: &'a Option<Context>,
         out: Option<&'a mut StepOutput>,
         direct: &'a mut Direct<'_>,
     ) -> Self {
         Self {
             io,
+            ctx: ptr::from_ref(ctx),
             out: out.map_or(ptr::null_mut(), ptr::from_mut),
             direct: ptr::from_mut(direct).cast(),
             busy: Cell::new(false),
@@ -1117,13 +1122,14 @@ pub(crate) fn take_direct(
 #[inline]
 #[track_caller]
 pub(crate) fn with_context<R>(what: &'static str, f: impl FnOnce(&Context) -> R) -> R {
-    let io = installed(what).io(what);
-    // SAFETY: the pointer was made by `Lent::new` from a `&mut Io` that the `Lent`
-    // keeps borrowed while it lives, which outlasts this call: the step is further
-    // up this thread's stack, and a nested `install` only replaces the pointer in
-    // the slot. It is not lent out (`io` checked the busy flag), so no `&mut Io`
-    // lives; nothing writes to the context meanwhile.
-    let Some(ctx) = (unsafe { &(*io).ctx }) else {
+    let lent = installed(what);
+    lent.io(what);
+    // SAFETY: the pointer was made by `Lent::new` from a `&Option<Context>` that
+    // the `Lent` keeps borrowed while it lives, which outlasts this call: the step
+    // is further up this thread's stack, and a nested `install` only replaces the
+    // pointer in the slot. Nothing writes to the context meanwhile, and it is apart
+    // from the `Io` that `with` lends out mutably.
+    let Some(ctx) = (unsafe { &*lent.ctx }) else {
         panic!("wsched: the process was stepped before init")
     };
     f(ctx)
@@ -1135,7 +1141,7 @@ pub(crate) fn try_with_context<R>(f: impl FnOnce(&Context) -> R) -> Option<R> {
     // SAFETY: as in `installed`.
     let lent = unsafe { lent.as_ref() }.filter(|lent| !lent.busy.get())?;
     // SAFETY: as in `with_context`.
-    unsafe { &(*lent.io).ctx }.as_ref().map(f)
+    unsafe { &*lent.ctx }.as_ref().map(f)
 }
 
 #[cfg(all(test, not(loom)))]

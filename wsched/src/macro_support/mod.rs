@@ -239,9 +239,10 @@ enum State<P, S, F> {
 /// [`Process::__stays_in_place`]), and drops it in place.
 pub struct Machine<P, S, F> {
     state: State<P, S, F>,
-    /// Lent to the suspension points during a poll (see `io.rs`), with the context
-    /// `init` sets in it, for `wsched::this`.
+    /// Lent to the suspension points during a poll (see `io.rs`).
     io: io::Io,
+    /// Set by `init`; lent to `wsched::this` during a poll.
+    ctx: Option<Context>,
 }
 
 impl<P, S, F> Machine<P, S, F>
@@ -264,6 +265,7 @@ where
                 start,
             },
             io: io::Io::default(),
+            ctx: None,
         }
     }
 }
@@ -318,7 +320,7 @@ impl<P, S, F> Machine<P, S, F> {
         }
         let changed = self.io.take_held_changed();
         if self.io.show_held(changed) {
-            if let Some(ctx) = &self.io.ctx {
+            if let Some(ctx) = &self.ctx {
                 ctx.publish_held(&self.io.mailbox);
             }
         }
@@ -339,21 +341,15 @@ impl<P, S, F> Machine<P, S, F> {
             // Nothing came in or went out: the count is still right.
             return;
         }
-        if self.io.ctx.is_none() {
-            return;
-        }
+        let Some(ctx) = &self.ctx else { return };
         let counted = self
             .io
             .mailbox
             .iter()
             .filter(|m| !m.payload.is_signal())
             .count();
-        // Asked before the context (in the state) is borrowed: it only notes what
-        // is published.
-        let publish = self.io.show_held(true) || dropped;
-        let Some(ctx) = &self.io.ctx else { return };
         ctx.report_held(counted);
-        if publish {
+        if self.io.show_held(true) || dropped {
             ctx.publish_held(&self.io.mailbox);
         }
     }
@@ -409,7 +405,7 @@ impl<P, S, F> Machine<P, S, F> {
             return;
         }
         let mut direct = io::Direct::default();
-        let lent = io::Lent::new(&mut self.io, None, &mut direct);
+        let lent = io::Lent::new(&mut self.io, &self.ctx, None, &mut direct);
         let _installed = io::install(&lent);
         // An assignment drops the old value where it is: the coroutine is not moved.
         self.state = State::Finished;
@@ -485,7 +481,7 @@ where
         };
         self.state = State::Running(start(process, index, input)?);
         self.io.entry = &entries[index];
-        self.io.ctx = Some(ctx);
+        self.ctx = Some(ctx);
         Ok(())
     }
 
@@ -525,7 +521,7 @@ where
         let poll = {
             // The suspension points find the state through the waker; `wsched::this`
             // through the thread-local slot.
-            let lent = io::Lent::new(&mut self.io, Some(&mut *out), &mut direct);
+            let lent = io::Lent::new(&mut self.io, &self.ctx, Some(&mut *out), &mut direct);
             let _installed = io::install(&lent);
             let view = lent.view();
             // Not dropped: its drop is a no-op, but a call through the vtable.
@@ -554,7 +550,7 @@ where
         // Messages taken in that no `recv!` received are dead letters (see
         // `engine/dead_letters.rs`): one branch on the buffer when there are none.
         if !self.io.mailbox.is_empty() {
-            if let Some(ctx) = &self.io.ctx {
+            if let Some(ctx) = &self.ctx {
                 ctx.hand_over_unreceived(&mut self.io.mailbox);
             }
         }
