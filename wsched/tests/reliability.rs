@@ -156,8 +156,16 @@ fn a_panicking_drop_of_an_unread_message_does_not_kill_the_worker() {
     let s = scheduler(1);
     let pid = s.spawn(IgnoresEvents { steps: 0 }, "run", ()).unwrap();
     wait_for_state(&s, pid, ProcessState::WaitingForMessage);
+    // Both arrive while the only worker is held in another step, so that one step
+    // gets both: sent to a free worker, the first could wake the process and end it
+    // before the second is sent (which then comes back, a `Bomb` in its error).
+    let held = support::HeldInStep::new();
+    let blocker = s.spawn(held.process, "run", ()).unwrap();
+    held.started.recv_timeout(PATIENCE).unwrap();
     s.send(pid, Bomb).unwrap();
     s.send(pid, Bomb).unwrap();
+    held.release.send(()).unwrap();
+    s.wait_timeout(blocker, PATIENCE).unwrap();
     // The unread events are dropped with the step's `Events`, each on its own (two
     // panicking drops in one go would abort the program).
     s.wait_timeout(pid, PATIENCE).unwrap();
