@@ -313,8 +313,9 @@ fn with_current<R>(shared: &Shared, f: impl FnOnce(&Current) -> R) -> Option<R> 
     // SAFETY: a non-null pointer is the `Current` that `CURRENT` holds on this
     // thread: `Worker::new` sets it once `CURRENT` is filled, and `leave` (or the
     // `Current`'s drop, if the thread ends without it) clears it before `CURRENT`
-    // is emptied. Only those two borrow `CURRENT` mutably, so the `Current` neither
-    // moves nor changes while `f` holds this shared reference.
+    // is emptied. Only those two borrow `CURRENT` mutably, so the `Current` is
+    // neither moved nor replaced while `f` holds this shared reference (what it
+    // changes, it changes through its own `RefCell`s).
     let current = unsafe { current.as_ref() }?;
     std::ptr::eq(current.shared, shared).then(|| f(current))
 }
