@@ -205,15 +205,14 @@ impl KeptHandles {
         }
     }
 
-    /// Keeps the count `handle` holds, for a later [`lend`](Self::lend) by worker
+    /// Keeps one strong count of the scheduler's state, which the caller hands
+    /// over (a handle it forgot), for a later [`lend`](Self::lend) by worker
     /// `worker`, parking a batch in `parked` when it keeps [`KEPT_HANDLES`].
     ///
     /// # Safety
-    /// As for [`lend`](Self::lend), with `handle` a handle of that scheduler.
+    /// As for [`lend`](Self::lend); the caller owns the count it hands over.
     #[inline]
-    pub(crate) unsafe fn keep(&self, worker: usize, handle: Handle, parked: &ParkedHandles) {
-        // Its count stays taken, owned by the kept number from now on.
-        std::mem::forget(handle);
+    pub(crate) unsafe fn keep(&self, worker: usize, parked: &ParkedHandles) {
         // SAFETY: only this worker's thread reaches its count (the contract).
         self.counts[worker].with_mut(|kept| unsafe {
             let kept = &mut *kept;
@@ -402,8 +401,9 @@ mod tests {
         // counts are this scheduler's.
         unsafe {
             for _ in 0..KEPT_HANDLES + 1 {
-                kept.keep(1, handle.clone(), &parked);
+                kept.keep(1, &parked);
             }
+            forget_clones(&handle, KEPT_HANDLES + 1);
             assert_eq!(
                 strong(&handle),
                 before + KEPT_HANDLES + 1,

@@ -246,26 +246,19 @@ pub(crate) fn lend_handle(handle: &Handle, caller: Caller) -> Handle {
 }
 
 /// Takes back the handle of a cell that was destroyed: kept for [`lend_handle`] on
-/// a worker of its scheduler, dropped elsewhere.
+/// a worker of its scheduler, dropped elsewhere (also on a worker whose state is
+/// being set up or taken down, which [`caller`] calls outside).
 #[inline]
 pub(crate) fn keep_handle(handle: Handle) {
+    let Caller::Worker(index) = caller(handle.shared()) else {
+        return drop(handle);
+    };
+    // Its count goes to the worker's kept ones.
+    let handle = std::mem::ManuallyDrop::new(handle);
     let shared = handle.shared();
-    // A cell destroyed while this thread's worker state is being set up or taken
-    // down (`with_current` finds none) drops its handle, as on any other thread.
-    match with_current(shared, |current| current.index) {
-        Some(index) => {
-            let shared: *const Shared = shared;
-            // SAFETY: this is the thread of worker `index` of `handle`'s scheduler
-            // (its thread-local says so), and the state outlives the call: `handle`
-            // holds a count until `keep` takes it over, and the worker its own.
-            unsafe {
-                (*shared)
-                    .kept_handles
-                    .keep(index, handle, &(*shared).parked_handles)
-            }
-        }
-        None => drop(handle),
-    }
+    // SAFETY: this is the thread of worker `index` of `handle`'s scheduler (see
+    // `caller`), and the count handed over is the forgotten `handle`'s.
+    unsafe { shared.kept_handles.keep(index, &shared.parked_handles) }
 }
 
 /// Which thread is calling into the scheduler: one of its workers (by index), or any
