@@ -52,6 +52,10 @@ pub(crate) struct Meta {
     /// comparison read it back wider than it was written.
     type_id: TypeId,
     inline: bool,
+    /// Whether dropping the value does anything: `false` for an inline value
+    /// without drop glue (`()`, numbers), whose payload can then be forgotten
+    /// (see [`Payload::drop_quietly`]).
+    needs_drop: bool,
     /// Drops the value `storage` holds (inline, or through its box).
     drop: unsafe fn(&mut Storage),
     /// For a command wrapped by [`Payload::command`]: the type of its output, which
@@ -83,6 +87,7 @@ impl<T: Any + Send> Described for T {
         type_name: std::any::type_name::<T>,
         type_id: TypeId::of::<T>(),
         inline: fits_inline::<T>(),
+        needs_drop: std::mem::needs_drop::<T>() || !fits_inline::<T>(),
         drop: drop_value::<T>,
         output: None,
         signal: false,
@@ -234,6 +239,19 @@ impl Payload {
         // SAFETY: every caller passes the `Meta` of `T` (`Described` or
         // `DescribedWithOutput`), which is what `from_parts` asks.
         unsafe { Self::from_parts(value, meta) }
+    }
+
+    /// Drops it, catching a panic in the value's `Drop` (see
+    /// `runtime::drop_quietly`); a value without drop glue is just forgotten,
+    /// without the `catch_unwind` (the result of every detached process that
+    /// returns `()` ends this way).
+    #[inline]
+    pub(crate) fn drop_quietly(self) {
+        if self.meta.needs_drop {
+            crate::runtime::drop_quietly(self);
+        } else {
+            std::mem::forget(self);
+        }
     }
 
     /// The unit payload, the result of processes that return nothing.
@@ -741,6 +759,28 @@ mod tests {
             .into_iter()
             .map(|p| p.downcast::<u32>().unwrap())
             .collect()
+    }
+
+    #[test]
+    fn only_payloads_whose_drop_does_nothing_are_forgotten() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static DROPS: AtomicUsize = AtomicUsize::new(0);
+        struct Counted;
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                DROPS.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        assert!(!Payload::new(()).meta.needs_drop);
+        assert!(!Payload::new(7_u64).meta.needs_drop);
+        // Boxed (too big to sit inline): its box must be freed.
+        assert!(Payload::new([0_u64; 8]).meta.needs_drop);
+        assert!(Payload::new(String::from("x")).meta.needs_drop);
+        Payload::new(Counted).drop_quietly();
+        Payload::new((Counted, 1_u8)).drop_quietly();
+        assert_eq!(DROPS.load(Ordering::SeqCst), 2);
+        Payload::new(()).drop_quietly();
+        Payload::new([1_u64; 8]).drop_quietly();
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! queue), its state word and the slot its result waits in until claimed, all in
 //! one allocation made when the process is created (see [`ProcessCell`]).
 
+use std::alloc::Layout;
 use std::fmt;
 use std::mem::{self, ManuallyDrop};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -494,6 +495,10 @@ pub(crate) struct CellType {
     /// The type listings and recordings name the process by
     /// ([`Process::__type_name`]): read only for them, never by a step.
     type_name: fn() -> &'static str,
+    /// The whole cell's layout, which its block was allocated with: read from here
+    /// when the cell is destroyed (`Layout::for_value` recomputed it from the
+    /// vtable's size and alignment, ~20 instructions of every process's end).
+    pub(crate) layout: Layout,
 }
 
 /// [`CellType`]'s static for a `P`: an associated constant, which `&` promotes to
@@ -506,6 +511,7 @@ impl<P: Process> HasCellType for P {
     const CELL_TYPE: CellType = CellType {
         to_fat: fat_cell::<P>,
         type_name: <P as Process>::__type_name,
+        layout: Layout::new::<ProcessCell<P>>(),
     };
 }
 
@@ -1144,7 +1150,10 @@ impl Header {
             Some(w) => w.answer(self.joined(result)),
             // Detached: nobody wants the result. Its drop may run user code that
             // panics, on a worker that must survive it.
-            None => crate::runtime::drop_quietly(result),
+            None => match result {
+                Ok(payload) => payload.drop_quietly(),
+                Err(error) => crate::runtime::drop_quietly(error),
+            },
         }
         true
     }

@@ -175,8 +175,13 @@ impl CellRef {
                 unsafe { recycle::release(self.0, self.1) };
             }
         }
-        // SAFETY: the cell is alive until the `drop_in_place` below.
-        let layout = Layout::for_value(unsafe { cell.as_ref() });
+        // SAFETY: the cell is alive until the `drop_in_place` below. Its type's
+        // static holds `Layout::new` of the very `ProcessCell<P>` `new` allocated.
+        let layout = {
+            let whole = unsafe { cell.as_ref() };
+            debug_assert_eq!(whole.cell_type().layout, Layout::for_value(whole));
+            whole.cell_type().layout
+        };
         // Its handle to the scheduler goes back to this worker's keeping (see
         // `worker::lend_handle`), after everything else of the cell.
         // SAFETY: per the contract, nothing else uses the cell, so taking the
