@@ -1150,9 +1150,10 @@ impl Header {
             Some(w) => w.answer(self.joined(result)),
             // Detached: nobody wants the result. Its drop may run user code that
             // panics, on a worker that must survive it.
+            // A value whose drop does nothing is forgotten, without the catch.
             None => match result {
-                Ok(payload) => payload.drop_quietly(),
-                Err(error) => crate::runtime::drop_quietly(error),
+                Ok(payload) if !payload.needs_drop() => mem::forget(payload),
+                result => crate::runtime::drop_quietly(result),
             },
         }
         true
