@@ -375,6 +375,13 @@ impl InPlace<'_, Completion> {
 }
 
 impl<'a, T> InPlace<'a, T> {
+    /// The value's address: nonzero, so that `Option`s of these can be tested
+    /// together by or-ing it (`macro_support/io.rs`).
+    #[inline(always)]
+    pub(crate) fn addr(&self) -> usize {
+        self.value.as_ptr().addr()
+    }
+
     /// Owns `value` from now on: the caller stops owning it (see
     /// `Events::next_direct`).
     #[inline(always)]

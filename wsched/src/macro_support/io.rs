@@ -35,7 +35,7 @@
 //! suspension points work only while their own process is being stepped, which is the
 //! only time the generated code polls them.
 
-use std::cell::Cell;
+use std::cell::{Cell, UnsafeCell};
 use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::mem::{self, ManuallyDrop};
@@ -636,6 +636,17 @@ pub(crate) struct Direct<'a> {
     pub(crate) message: Option<InPlace<'a, Message>>,
 }
 
+impl Direct<'_> {
+    /// Whether both are `None`: one test of their words or-ed together, where
+    /// testing each took a branch and a flag more.
+    #[inline(always)]
+    fn is_empty(&self) -> bool {
+        let completion = self.completion.as_ref().map_or(0, InPlace::addr);
+        let message = self.message.as_ref().map_or(0, InPlace::addr);
+        completion | message == 0
+    }
+}
+
 /// Moves what the step holds directly into the state, for a use of the state that
 /// looks at the slots or the held messages: two branches when there is nothing.
 #[inline(always)]
@@ -653,10 +664,11 @@ fn settle(io: &mut Io, direct: &mut Direct<'_>) {
     }
 }
 
-/// What a step lends out: pointers into the machine being stepped, and the flag that
-/// refuses a second borrow while one is lent. It lives on the stack of the step (or
-/// of the drop of the coroutine), which reaches it to the suspension points through
-/// the poll's waker and to everything else through the thread-local slot.
+/// What a step lends out: pointers into the machine being stepped, the step's
+/// direct events, and the flag that refuses a second borrow while one is lent. It
+/// lives on the stack of the step (or of the drop of the coroutine), which reaches it
+/// to the suspension points through the poll's waker and to everything else through
+/// the thread-local slot.
 pub(crate) struct Lent<'a> {
     /// The state.
     io: *mut Io,
@@ -668,24 +680,22 @@ pub(crate) struct Lent<'a> {
     out: *mut StepOutput,
     /// The step's direct completion and message (see [`Direct`]): taken by the
     /// suspension point that waits for them, settled into the state by every
-    /// other use of it.
+    /// other use of it, and by the `Lent`'s drop if still there. Held here rather
+    /// than pointed to: one pointer fewer to store, and none to load back in the
+    /// drop (the `Lent`'s address is in the thread-local slot, so every field is
+    /// read back from memory after a call). Changed through a shared `Lent`
+    /// (the views, `with`), under the busy flag: hence the cell. Not dropped by
+    /// the glue: the drop settles both and leaves nothing to drop.
     ///
-    /// The lifetime of the event buffer they point into is erased (the `Lent`
-    /// already has one, and a second would spread to every user of it): they
-    /// are only ever read out, or dropped, during the step that lent them, while
-    /// the buffer is borrowed by the step's `Events`.
-    direct: *mut Direct<'static>,
+    /// The lifetime of the event buffer they point into is the `Lent`'s own
+    /// (`new` shortens it): they are only ever read out, or dropped, during the
+    /// step that lent them, while the buffer is borrowed by the step's `Events`.
+    direct: ManuallyDrop<UnsafeCell<Direct<'a>>>,
     /// Set while [`with`] or [`with_step`] lends the state out: a re-entrant use is
     /// refused.
     busy: Cell<bool>,
-    /// The borrows the pointers stand for (the direct events' as a borrow of
-    /// nothing: see `direct`).
-    _lent: PhantomData<(
-        &'a mut Io,
-        &'a Option<Context>,
-        &'a mut StepOutput,
-        &'a mut (),
-    )>,
+    /// The borrows the pointers stand for.
+    _lent: PhantomData<(&'a mut Io, &'a Option<Context>, &'a mut StepOutput)>,
 }
 
 impl<'a> Lent<'a> {
@@ -695,26 +705,33 @@ impl<'a> Lent<'a> {
         io: &'a mut Io,
         ctx: &'a Option<Context>,
         out: Option<&'a mut StepOutput>,
-        direct: &'a mut Direct<'_>,
+        direct: Direct<'a>,
     ) -> Self {
         Self {
             io,
             ctx: ptr::from_ref(ctx),
             out: out.map_or(ptr::null_mut(), ptr::from_mut),
-            direct: ptr::from_mut(direct).cast(),
+            direct: ManuallyDrop::new(UnsafeCell::new(direct)),
             busy: Cell::new(false),
             _lent: PhantomData,
         }
+    }
+
+    /// The step's direct events, with the lifetime of their buffer erased (see
+    /// `direct`): a `Lent` reached through the thread-local slot has none.
+    #[inline(always)]
+    fn direct(&self) -> *mut Direct<'static> {
+        self.direct.get().cast()
     }
 
     /// What the poll's waker carries to the suspension points (see [`View`]).
     #[inline]
     pub(crate) fn view(&self) -> View<'_> {
         View {
-            lent: self,
+            busy: &self.busy,
             io: self.io,
             out: self.out,
-            direct: self.direct,
+            direct: self.direct(),
         }
     }
 
@@ -746,31 +763,40 @@ impl<'a> Lent<'a> {
         // is set, and `install` panics.
         let (io, out) = unsafe { (&mut *io, &mut *out) };
         // SAFETY: as above.
-        settle(io, unsafe { &mut *self.direct });
+        settle(io, unsafe { &mut *self.direct() });
         f(io, out)
     }
 }
 
-/// A message the poll left untaken (its entry did not reach a receive that took it,
-/// or the poll panicked) goes into the buffer of held messages as the `Lent` is
-/// dropped, before the step looks at that buffer: also when unwinding, so that a
-/// process that panicked hands it to the dead letters with the rest as it closes,
-/// rather than dropping it with its event buffer.
+/// What the poll left of the step's direct events goes into the state as the `Lent`
+/// is dropped, before the step looks at the state: a message no receive took (its
+/// entry did not reach one, or the poll panicked) into the buffer of held messages,
+/// also when unwinding, so that a process that panicked hands it to the dead
+/// letters with the rest as it closes rather than dropping it with its event
+/// buffer; a completion no suspension point took (the entry awaited something
+/// else, an error) into its slot, as any completion would be. One look for both
+/// when there is neither.
 impl Drop for Lent<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        // SAFETY: `Lent::new` made the pointers from `&mut` borrows that the `Lent`
-        // keeps while it lives, and nothing else uses them now: the guards of every
-        // use (`Busy`, `Installed`) and the views of the poll were made after it and
-        // are gone before it.
-        let (io, direct) = unsafe { (&mut *self.io, &mut *self.direct) };
-        // Looked at before it is taken: the usual `None` is not written back.
-        if direct.message.is_some() {
-            if let Some(m) = direct.message.take() {
-                io.settle_message(m.take());
-            }
+        let direct = self.direct.get_mut();
+        // Looked at before they are taken: the usual `None`s are not written back.
+        if !direct.is_empty() {
+            // SAFETY: `Lent::new` made the pointer from a `&mut` borrow that the
+            // `Lent` keeps while it lives, and nothing else uses it now: the guards
+            // of every use (`Busy`, `Installed`) and the views of the poll were made
+            // after it and are gone before it.
+            settle_left(unsafe { &mut *self.io }, direct);
         }
+        // Both `None` now: the `ManuallyDrop` has nothing left to drop.
     }
+}
+
+/// [`settle`], out of line, for the `Lent`'s drop.
+#[cold]
+#[inline(never)]
+fn settle_left(io: &mut Io, direct: &mut Direct<'_>) {
+    settle(io, direct);
 }
 
 /// A [`Lent`] as the suspension points polled by the step see it, through the
@@ -781,7 +807,8 @@ impl Drop for Lent<'_> {
 /// no reloads. (The `Lent` itself cannot be seen through: its address is in the
 /// thread-local slot.)
 pub(crate) struct View<'a> {
-    lent: &'a Lent<'a>,
+    /// The `Lent`'s busy flag.
+    busy: &'a Cell<bool>,
     io: *mut Io,
     out: *mut StepOutput,
     direct: *mut Direct<'static>,
@@ -808,7 +835,7 @@ impl View<'_> {
         what: &'static str,
         f: impl FnOnce(&mut Io, &mut StepOutput, &mut Direct<'_>) -> R,
     ) -> R {
-        let busy = &self.lent.busy;
+        let busy = self.busy;
         if busy.get() {
             refuse_busy(what)
         }
@@ -823,12 +850,20 @@ impl View<'_> {
         })
     }
 
+    /// Lends the state and the step's direct events to `f`, as to a suspension
+    /// point: for the step, to take in the rest of its events through the `Lent`
+    /// that holds the direct ones (see `Machine::step`).
+    #[inline(always)]
+    pub(crate) fn lend_direct<R>(&self, f: impl FnOnce(&mut Io, &mut Direct<'_>) -> R) -> R {
+        self.lend_step("the step", |io, _, direct| f(io, direct))
+    }
+
     /// The completion of the yield `tag` if the step brought it directly (see
     /// [`Direct`]), taken: the yield waited alone, and is done now.
     #[inline(always)]
     #[track_caller]
     fn take_direct(&self, what: &'static str, tag: Tag) -> Option<Result<Payload, YieldError>> {
-        if self.lent.busy.get() {
+        if self.busy.get() {
             refuse_busy(what)
         }
         // SAFETY: as in `lend_step`; the busy flag need not be set, as no other code
@@ -876,7 +911,7 @@ thread_local! {
 /// # Panics
 /// From inside [`with`] (a process stepped from inside a suspension point).
 #[inline]
-pub(crate) fn install<'a>(lent: &'a Lent<'a>) -> Installed<'a> {
+pub(crate) fn install<'a>(lent: &'a Lent<'_>) -> Installed<'a> {
     let previous = CURRENT.replace(ptr::from_ref(lent).cast());
     // SAFETY: a non-null occupant is a `Lent` that its own guard keeps in the slot
     // only while it lives (see `Installed`), further up this thread's stack.
@@ -894,7 +929,7 @@ pub(crate) fn install<'a>(lent: &'a Lent<'a>) -> Installed<'a> {
 pub(crate) struct Installed<'a> {
     previous: *const Lent<'static>,
     /// The `Lent` the slot points to.
-    _lent: PhantomData<&'a Lent<'a>>,
+    _lent: PhantomData<&'a ()>,
 }
 
 impl Drop for Installed<'_> {
@@ -970,7 +1005,7 @@ pub(crate) fn with<R>(what: &'static str, f: impl FnOnce(&mut Io) -> R) -> R {
     // keeps while it lives (further up this thread's stack), and `busy` makes
     // these the only references made from them until `f` returns: every other
     // user of the `Lent` refuses while it is set, and `install` panics.
-    let (io, direct) = unsafe { (&mut *io, &mut *lent.direct) };
+    let (io, direct) = unsafe { (&mut *io, &mut *lent.direct()) };
     settle(io, direct);
     f(io)
 }

@@ -428,8 +428,7 @@ impl<P, S, F> Machine<P, S, F> {
         if matches!(self.state, State::Finished) {
             return;
         }
-        let mut direct = io::Direct::default();
-        let lent = io::Lent::new(&mut self.io, &self.ctx, None, &mut direct);
+        let lent = io::Lent::new(&mut self.io, &self.ctx, None, io::Direct::default());
         let _installed = io::install(&lent);
         // An assignment drops the old value where it is: the coroutine is not moved.
         self.state = State::Finished;
@@ -462,15 +461,6 @@ fn take_in_rest(io: &mut io::Io, events: &mut Events<'_>, direct: &mut io::Direc
         // A completion nobody waits for any more (a receive's timer that lost to a
         // message) comes back here and is dropped.
         drop(io.take_in(event, direct));
-    }
-}
-
-/// Takes in the direct completion that the poll left (see `Machine::step`).
-#[cold]
-#[inline(never)]
-fn settle_completion(io: &mut io::Io, direct: &mut io::Direct<'_>) {
-    if let Some(c) = direct.completion.take() {
-        io.settle(c.take());
     }
 }
 
@@ -528,39 +518,35 @@ where
             |c| self.io.waits_alone(c.tag),
             || self.io.takes_direct_message(),
         );
-        let mut direct = io::Direct {
-            completion,
-            message,
-        };
-        if events.len() != 0 {
-            take_in_rest(&mut self.io, &mut events, &mut direct);
-        }
-        // Drained: its drop would only check again, at the step's end, that
-        // nothing is left (6 instructions a step).
-        debug_assert_eq!(events.len(), 0);
-        mem::forget(events);
         self.io.suspended = false;
         // The suspension points write the yields, withdrawals and where they wait
         // into `out` themselves.
         let poll = {
             // The suspension points find the state through the waker; `wsched::this`
-            // through the thread-local slot.
-            let lent = io::Lent::new(&mut self.io, &self.ctx, Some(&mut *out), &mut direct);
-            let _installed = io::install(&lent);
+            // through the thread-local slot. What the poll leaves of the direct
+            // events is settled into the state by the `Lent`'s drop.
+            let direct = io::Direct {
+                completion,
+                message,
+            };
+            let lent = io::Lent::new(&mut self.io, &self.ctx, Some(&mut *out), direct);
             let view = lent.view();
+            // Taken in through the `Lent`, which holds the direct events already
+            // (made before it, they were stored twice, the second time from vector
+            // registers), and through the view, whose copies of its pointers stay
+            // known across the call (the `Lent`'s were read back from it).
+            if events.len() != 0 {
+                view.lend_direct(|io, direct| take_in_rest(io, &mut events, direct));
+            }
+            // Drained: its drop would only check again, at the step's end, that
+            // nothing is left (6 instructions a step).
+            debug_assert_eq!(events.len(), 0);
+            mem::forget(events);
+            let _installed = io::install(&lent);
             // Not dropped: its drop is a no-op, but a call through the vtable.
             let waker = mem::ManuallyDrop::new(view.waker());
             future.poll(&mut TaskCx::from_waker(&waker))
         };
-        // Untaken only if the entry awaited something else (an error below): it
-        // is taken in as any completion would be. (An untaken message was, as the
-        // `Lent` was dropped.)
-        if direct.completion.is_some() {
-            settle_completion(&mut self.io, &mut direct);
-        }
-        // Both taken (the message by the `Lent`'s drop): spares the drop's checks.
-        debug_assert!(direct.completion.is_none() && direct.message.is_none());
-        mem::forget(direct);
         self.publish_held();
         match poll {
             // The suspension point set the status, with where it waits.
