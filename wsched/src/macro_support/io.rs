@@ -99,9 +99,6 @@ pub(crate) struct Io {
     cancel_pending: bool,
     /// A cancel arrived at some point (sticky).
     pub(crate) cancelled: bool,
-    /// Whether a suspension point returned `Pending` during the current poll (it
-    /// wrote where it waits, and the status, into the step's output).
-    pub(crate) suspended: bool,
     /// What the runner told the machine ([`IN_PLACE`], [`BOUNDED`]) and what the
     /// step must report about the held messages ([`DROPPED`], [`HELD_CHANGED`],
     /// [`HELD_SHOWN`]): one byte for all, so the state is no larger for them.
@@ -138,7 +135,6 @@ impl Default for Io {
             live: 0,
             cancel_pending: false,
             cancelled: false,
-            suspended: false,
             runner: 0,
         }
     }
@@ -581,8 +577,8 @@ impl Io {
             SuspendKind::Yield { .. } => Status::WaitingForYields,
         };
         out.set_suspend_point(point);
+        // What tells the step that the entry suspended (see `Machine::step`).
         out.set_status(status);
-        self.suspended = true;
     }
 
     /// Whether the runner promised to keep the process in place (see [`IN_PLACE`]).

@@ -518,7 +518,11 @@ where
             |c| self.io.waits_alone(c.tag),
             || self.io.takes_direct_message(),
         );
-        self.io.suspended = false;
+        // The runners clear the output before every step (the worker, the test
+        // harness): a status after the poll was set by a suspension point, which
+        // returned `Pending` (see `Io::suspend`), where a flag of the state was
+        // cleared before the poll and tested after it.
+        debug_assert!(out.status().is_none(), "the runner clears the output");
         // The suspension points write the yields, withdrawals and where they wait
         // into `out` themselves.
         let poll = {
@@ -550,7 +554,7 @@ where
         self.publish_held();
         match poll {
             // The suspension point set the status, with where it waits.
-            Poll::Pending if self.io.suspended => Ok(()),
+            Poll::Pending if out.status().is_some() => Ok(()),
             Poll::Pending => Err(self.not_suspended()),
             Poll::Ready(result) => self.returned(result, out),
         }

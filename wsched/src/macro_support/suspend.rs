@@ -1,10 +1,9 @@
 //! The suspension points: the small futures that `yield_cmd!`, `yield_all!`,
 //! `recv!` and `call!` await inside entries.
 //!
-//! Each one, when it cannot complete, writes its [`SuspendPoint`] into the step's
-//! output, notes in the process's [`Io`](super::io::Io) that it did, and returns
-//! `Pending`; the machine's `step` reads the point to set the status. A `Pending`
-//! without a recorded suspension point means the entry awaited something else, which
+//! Each one, when it cannot complete, writes its [`SuspendPoint`] and the status
+//! that follows from it into the step's output, and returns `Pending`. A `Pending`
+//! without a status in the output means the entry awaited something else, which
 //! the step reports as an error.
 //!
 //! A pending cancel is reported by the first suspension point that would otherwise have
