@@ -728,6 +728,21 @@ impl StepOutput {
         self.status = Some(status);
     }
 
+    /// Sets a waiting status, as a `#[process]`'s suspension point does: the old
+    /// status is not dropped (the compiler's check of it for a `Done` to drop was
+    /// two instructions a suspension). It is none (the runners clear the output
+    /// before a step, and a poll suspends once), and a waiting status owns
+    /// nothing: forgetting one leaks nothing either.
+    #[inline(always)]
+    pub(crate) fn set_wait_status(&mut self, status: Status) {
+        debug_assert!(matches!(
+            status,
+            Status::WaitingForYields | Status::WaitingForMessage
+        ));
+        debug_assert!(!matches!(self.status, Some(Status::Done(_))));
+        std::mem::forget(self.status.replace(status));
+    }
+
     /// The status set so far.
     pub fn status(&self) -> Option<&Status> {
         self.status.as_ref()

@@ -578,7 +578,7 @@ impl Io {
         };
         out.set_suspend_point(point);
         // What tells the step that the entry suspended (see `Machine::step`).
-        out.set_status(status);
+        out.set_wait_status(status);
     }
 
     /// Whether the runner promised to keep the process in place (see [`IN_PLACE`]).
