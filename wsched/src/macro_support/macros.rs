@@ -245,22 +245,34 @@ macro_rules! recv {
     (@__wsched_lowered arms $lowered:block) => {
         $lowered
     };
+    // The closure's `Location::caller()` is this macro's call site: the receive's
+    // place, held by the future as a type (see `__private::At`).
     (@__wsched_lowered) => {
-        $crate::__private::recv::<$crate::__private::AnyMessage>(::core::option::Option::None).await
+        $crate::__private::recv_at::<$crate::__private::AnyMessage, _>(
+            ::core::option::Option::None,
+            || ::core::panic::Location::caller(),
+        )
+        .await
     };
     (@__wsched_lowered timeout $timeout:expr) => {
-        $crate::__private::recv::<$crate::__private::AnyMessage>(::core::option::Option::Some(
-            $crate::__private::timeout($timeout),
-        ))
+        $crate::__private::recv_at::<$crate::__private::AnyMessage, _>(
+            ::core::option::Option::Some($crate::__private::timeout($timeout)),
+            || ::core::panic::Location::caller(),
+        )
         .await
     };
     (@__wsched_lowered type $ty:ty) => {
-        $crate::__private::recv::<$crate::__private::Typed<$ty>>(::core::option::Option::None).await
+        $crate::__private::recv_at::<$crate::__private::Typed<$ty>, _>(
+            ::core::option::Option::None,
+            || ::core::panic::Location::caller(),
+        )
+        .await
     };
     (@__wsched_lowered type $ty:ty, timeout $timeout:expr) => {
-        $crate::__private::recv::<$crate::__private::Typed<$ty>>(::core::option::Option::Some(
-            $crate::__private::timeout($timeout),
-        ))
+        $crate::__private::recv_at::<$crate::__private::Typed<$ty>, _>(
+            ::core::option::Option::Some($crate::__private::timeout($timeout)),
+            || ::core::panic::Location::caller(),
+        )
         .await
     };
     ($($tokens:tt)*) => {

@@ -676,7 +676,8 @@ pub fn recv_arm<T: Any, R>(
         .map_err(|payload| Message { from, payload })
 }
 
-/// `recv!()`, `recv!(T)` and their `timeout = …` forms.
+/// A receive of a `F` (`recv!()`, `recv!(T)` and their `timeout = …` forms), made
+/// at the caller's place.
 #[inline]
 #[track_caller]
 pub fn recv<F: Filter + Default>(timeout: Option<Duration>) -> Recv<F> {
@@ -684,6 +685,48 @@ pub fn recv<F: Filter + Default>(timeout: Option<Duration>) -> Recv<F> {
         location: Location::caller(),
         deadline: timeout.map_or(Deadline::None, Deadline::After),
         filter: F::default(),
+    }
+}
+
+/// `recv!()`, `recv!(T)` and their `timeout = …` forms: [`recv`], its place given
+/// by `at` (`|| Location::caller()` written by the macro, so the `recv!`'s own
+/// place), which the future keeps as a type (see [`At`]).
+#[inline]
+pub fn recv_at<F: Filter + Default, L: Fn() -> &'static Location<'static>>(
+    timeout: Option<Duration>,
+    at: L,
+) -> Recv<F, At<L>> {
+    Recv {
+        location: At(at),
+        deadline: timeout.map_or(Deadline::None, Deadline::After),
+        filter: F::default(),
+    }
+}
+
+/// Where a suspension point is, as its future keeps it.
+pub trait Site {
+    /// The place.
+    fn location(&self) -> &'static Location<'static>;
+}
+
+impl Site for &'static Location<'static> {
+    #[inline(always)]
+    fn location(&self) -> &'static Location<'static> {
+        self
+    }
+}
+
+/// A place known when compiling: a closure of the call site that gives it, which
+/// the future holds as a type, not a word. A word was written into the future as it
+/// was made (into the coroutine: two instructions a `recv!`), and read back when it
+/// suspended.
+#[derive(Clone, Copy)]
+pub struct At<L>(L);
+
+impl<L: Fn() -> &'static Location<'static>> Site for At<L> {
+    #[inline(always)]
+    fn location(&self) -> &'static Location<'static> {
+        (self.0)()
     }
 }
 
@@ -714,8 +757,8 @@ where
 
 /// A pending receive.
 #[must_use = "a receive does nothing unless awaited"]
-pub struct Recv<F> {
-    location: &'static Location<'static>,
+pub struct Recv<F, L = &'static Location<'static>> {
+    location: L,
     deadline: Deadline,
     filter: F,
 }
@@ -732,7 +775,7 @@ enum Deadline {
     Timer(Tag),
 }
 
-impl<F> Unpin for Recv<F> {}
+impl<F, L> Unpin for Recv<F, L> {}
 
 impl Default for AnyMessage {
     fn default() -> Self {
@@ -740,7 +783,7 @@ impl Default for AnyMessage {
     }
 }
 
-impl<F> Drop for Recv<F> {
+impl<F, L> Drop for Recv<F, L> {
     #[inline(always)]
     fn drop(&mut self) {
         // Every way out of a receive retires its timer: one still running means it
@@ -799,12 +842,12 @@ pub(crate) fn find_after_first<F: Filter>(
     None
 }
 
-impl<F: Filter> Recv<F> {
+impl<F: Filter, L: Site> Recv<F, L> {
     /// Where the receive waits.
     #[inline]
     fn point(&self) -> SuspendPoint {
         SuspendPoint {
-            location: self.location,
+            location: self.location.location(),
             kind: SuspendKind::Receive {
                 message_type: self.filter.name(),
             },
@@ -871,7 +914,7 @@ enum Quick<T> {
     Other,
 }
 
-impl<F: Filter> Recv<F> {
+impl<F: Filter, L: Site> Recv<F, L> {
     /// The full poll, for the cases [`Quick`] leaves out: the state is lent here,
     /// inlined, and the rest is a call (`cx` must not escape: see
     /// `YieldOne::poll_again`).
@@ -909,7 +952,7 @@ impl<F: Filter> Recv<F> {
     }
 }
 
-impl<F: Filter> Future for Recv<F> {
+impl<F: Filter, L: Site> Future for Recv<F, L> {
     type Output = Result<F::Output, RecvError>;
 
     // Inlined into the coroutine however many receives of an `F` there are: `cx`
