@@ -40,11 +40,16 @@ fn dsl_name(mac: &Macro) -> Option<&'static str> {
 /// output type the bound's trait gives, where the call is (rustc reports the same
 /// failure once per span). The argument's temporaries are dropped before the
 /// suspension, not held across it.
-fn checked_call(span: Span, function: TokenStream, argument: TokenStream) -> TokenStream {
+///
+/// `at`: `function` also takes the call's place, as a closure (`yield_one_at`).
+fn checked_call(span: Span, function: TokenStream, argument: TokenStream, at: bool) -> TokenStream {
     let value = Ident::new("__wsched_argument", span);
+    // The closure's `Location::caller()` is the macro's place: the future keeps it
+    // as a type, not a word written into the coroutine (see `__private::At`).
+    let at = at.then(|| quote_spanned!(span=> , || ::core::panic::Location::caller()));
     quote_spanned!(span=> @__wsched_lowered await {
         let #value = #argument;
-        #function(#value)
+        #function(#value #at)
     })
 }
 
@@ -217,14 +222,16 @@ impl<'a> Lower<'a> {
                         let command = &exprs[0];
                         checked_call(
                             span,
-                            quote_spanned!(span=> ::wsched::__private::yield_one),
+                            quote_spanned!(span=> ::wsched::__private::yield_one_at),
                             quote!(#command),
+                            true,
                         )
                     }
                     2..=8 => checked_call(
                         span,
                         quote_spanned!(span=> ::wsched::__private::yield_many),
                         quote!((#(#exprs,)*)),
+                        false,
                     ),
                     _ => {
                         return self.fail(

@@ -73,13 +73,30 @@ pub fn yield_one<C: Command>(command: C) -> YieldOne<C::Output, C> {
     }
 }
 
+/// `yield_cmd!(command)`: [`yield_one`], its place given by `at` (`||
+/// Location::caller()` written by the macro, so the `yield_cmd!`'s own place),
+/// which the future keeps as a type (see [`At`]).
+#[inline(always)]
+pub fn yield_one_at<C: Command, L: Fn() -> &'static Location<'static>>(
+    command: C,
+    at: L,
+) -> YieldOne<C::Output, C, At<L>> {
+    YieldOne {
+        command: Some(command),
+        meta: Payload::command_meta::<C>(),
+        tag: Tag(0),
+        location: At(at),
+        _types: PhantomData,
+    }
+}
+
 /// The completion of one yielded command, a `C` whose output is an `O`.
 ///
 /// Its `Future` impl asks nothing of `C` (what the first poll needs to yield the
 /// command, [`yield_one`] looked up): a value that is no command is reported once,
 /// by `yield_one`, not again at the `.await`.
 #[must_use = "a yield does nothing unless awaited"]
-pub struct YieldOne<O, C> {
+pub struct YieldOne<O, C, L = &'static Location<'static>> {
     /// Before the first poll: the command to yield.
     command: Option<C>,
     /// `Payload::command_meta::<C>()`, to wrap it.
@@ -87,13 +104,13 @@ pub struct YieldOne<O, C> {
     /// From the first poll until it completes (or gives up): the tag it was
     /// yielded with. `Tag(0)` otherwise, which no yield carries (tags start at 1).
     tag: Tag,
-    location: &'static Location<'static>,
+    location: L,
     _types: PhantomData<fn() -> (O, C)>,
 }
 
-impl<O, C> Unpin for YieldOne<O, C> {}
+impl<O, C, L> Unpin for YieldOne<O, C, L> {}
 
-impl<O, C> Drop for YieldOne<O, C> {
+impl<O, C, L> Drop for YieldOne<O, C, L> {
     #[inline(always)]
     fn drop(&mut self) {
         if self.tag.0 != 0 {
@@ -119,7 +136,7 @@ fn abandon_dropped(first: u64, count: u64) {
     drop(arrived);
 }
 
-impl<O: Any + Send, C> Future for YieldOne<O, C> {
+impl<O: Any + Send, C, L: Site> Future for YieldOne<O, C, L> {
     type Output = Result<O, YieldError>;
 
     // Inlined into the entry's coroutine.
@@ -137,7 +154,7 @@ impl<O: Any + Send, C> Future for YieldOne<O, C> {
     }
 }
 
-impl<O: Any + Send, C> YieldOne<O, C> {
+impl<O: Any + Send, C, L: Site> YieldOne<O, C, L> {
     /// Where a yield of a `C` made at `location` waits.
     #[inline]
     fn point(location: &'static Location<'static>) -> SuspendPoint {
@@ -155,7 +172,7 @@ impl<O: Any + Send, C> YieldOne<O, C> {
     /// pending.
     #[inline(always)]
     fn poll_first(&mut self, cx: &TaskCx<'_>, command: C) -> Poll<Result<O, YieldError>> {
-        let location = self.location;
+        let location = self.location.location();
         // SAFETY: `meta` is `command_meta::<C>()` (see `yield_one`).
         let command = unsafe { Payload::from_parts(command, self.meta) };
         // The closures lent the state are inlined by force: each `yield_cmd!` of
@@ -233,7 +250,7 @@ impl<O: Any + Send, C> YieldOne<O, C> {
             let _ = io.abandon(out, tag);
             return Some(Err(YieldError::Cancelled));
         }
-        io.suspend(out, Self::point(self.location));
+        io.suspend(out, Self::point(self.location.location()));
         None
     }
 }
