@@ -9,7 +9,7 @@ use std::ptr::NonNull;
 
 use crate::engine::context::Context;
 use crate::error::{InitError, SpawnError, StepError, YieldError};
-use crate::payload::{Payload, Payloads};
+use crate::payload::{Meta, Payload, Payloads};
 use crate::pid::Pid;
 pub use crate::tag::Tag;
 use crate::type_name::Short;
@@ -783,14 +783,23 @@ impl StepOutput {
         }
     }
 
-    /// [`yield_command`](Self::yield_command) of a command already wrapped by
-    /// `Payload::command`. (Written out twice on purpose: `yield_command` as a call
-    /// of this with `Payload::command(command)` built the payload first and moved it,
-    /// and a hand-written yield went from 26 to 30–33 ns on `step_cost`.)
+    /// [`yield_command`](Self::yield_command) of a command that `meta` describes
+    /// (`Payload::command_meta`, looked up where `C`'s bounds are known: see
+    /// `Payload::from_parts`). (Written out twice on purpose: `yield_command` as a
+    /// call of this with `Payload::command(command)` built the payload first and
+    /// moved it, and a hand-written yield went from 26 to 30–33 ns on `step_cost`.)
+    /// Wrapped after the room is made: a payload made before it was stored on the
+    /// stack for the unwinding of a failed `reserve` to drop (two stores a
+    /// `yield_cmd!`).
+    ///
+    /// # Safety
+    /// As [`Payload::from_parts`]: `meta` describes a `C`.
     #[inline]
-    pub(crate) fn yield_payload(&mut self, tag: Tag, command: Payload) {
+    pub(crate) unsafe fn yield_parts<C>(&mut self, tag: Tag, command: C, meta: &'static Meta) {
         self.yields.reserve(1);
         let len = self.yields.len();
+        // SAFETY: `meta` describes a `C` (the contract).
+        let command = unsafe { Payload::from_parts(command, meta) };
         // SAFETY: as in `yield_command`.
         unsafe {
             self.yields

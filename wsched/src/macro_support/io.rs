@@ -49,7 +49,7 @@ use crate::engine::process::{
     Completion, Event, InPlace, Message, Status, StepOutput, SuspendKind, SuspendPoint, Tag,
 };
 use crate::error::YieldError;
-use crate::payload::Payload;
+use crate::payload::{Meta, Payload};
 use crate::runtime::DropOwed;
 
 /// Where one yielded tag stands.
@@ -442,12 +442,21 @@ impl Io {
         tag
     }
 
-    /// [`dispatch`](Self::dispatch) of a command already wrapped by
-    /// `Payload::command`.
+    /// [`dispatch`](Self::dispatch) of a command that `meta` describes (see
+    /// `StepOutput::yield_parts`).
+    ///
+    /// # Safety
+    /// As [`Payload::from_parts`]: `meta` describes a `C`.
     #[inline(always)]
-    pub(crate) fn dispatch_payload(&mut self, out: &mut StepOutput, command: Payload) -> Tag {
+    pub(crate) unsafe fn dispatch_parts<C>(
+        &mut self,
+        out: &mut StepOutput,
+        command: C,
+        meta: &'static Meta,
+    ) -> Tag {
         let tag = self.next_tag();
-        out.yield_payload(tag, command);
+        // SAFETY: `meta` describes a `C` (the contract).
+        unsafe { out.yield_parts(tag, command, meta) };
         tag
     }
 

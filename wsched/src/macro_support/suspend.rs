@@ -173,8 +173,7 @@ impl<O: Any + Send, C, L: Site> YieldOne<O, C, L> {
     #[inline(always)]
     fn poll_first(&mut self, cx: &TaskCx<'_>, command: C) -> Poll<Result<O, YieldError>> {
         let location = self.location.location();
-        // SAFETY: `meta` is `command_meta::<C>()` (see `yield_one`).
-        let command = unsafe { Payload::from_parts(command, self.meta) };
+        let meta = self.meta;
         // The closures lent the state are inlined by force: each `yield_cmd!` of
         // the same command type calls the same closure, which LLVM stopped inlining
         // from the third call site on (a call, and the state passed through memory,
@@ -184,7 +183,8 @@ impl<O: Any + Send, C, L: Site> YieldOne<O, C, L> {
             "yield_cmd!",
             #[inline(always)]
             |io, out| {
-                let tag = io.dispatch_payload(out, command);
+                // SAFETY: `meta` is `command_meta::<C>()` (see `yield_one`).
+                let tag = unsafe { io.dispatch_parts(out, command, meta) };
                 if io.take_cancel() {
                     // Just yielded, so not arrived: nothing to drop.
                     let _ = io.abandon(out, tag);
