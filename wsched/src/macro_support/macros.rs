@@ -248,10 +248,9 @@ macro_rules! recv {
     // The closure's `Location::caller()` is this macro's call site: the receive's
     // place, held by the future as a type (see `__private::At`).
     (@__wsched_lowered) => {
-        $crate::__private::recv_at::<$crate::__private::AnyMessage, _>(
-            ::core::option::Option::None,
-            || ::core::panic::Location::caller(),
-        )
+        $crate::__private::recv_untimed::<$crate::__private::AnyMessage, _>(|| {
+            ::core::panic::Location::caller()
+        })
         .await
     };
     (@__wsched_lowered timeout $timeout:expr) => {
@@ -262,10 +261,9 @@ macro_rules! recv {
         .await
     };
     (@__wsched_lowered type $ty:ty) => {
-        $crate::__private::recv_at::<$crate::__private::Typed<$ty>, _>(
-            ::core::option::Option::None,
-            || ::core::panic::Location::caller(),
-        )
+        $crate::__private::recv_untimed::<$crate::__private::Typed<$ty>, _>(|| {
+            ::core::panic::Location::caller()
+        })
         .await
     };
     (@__wsched_lowered type $ty:ty, timeout $timeout:expr) => {

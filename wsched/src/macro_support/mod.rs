@@ -32,9 +32,9 @@ pub mod this;
 
 pub use crate::error::RecvError;
 pub use suspend::{
-    call, recv, recv_arm, recv_at, recv_select, yield_all, yield_many, yield_one, yield_one_at,
-    AnyMessage, At, CallFuture, CommandSet, Dispatcher, Filter, Recv, Results, Select, Site, Typed,
-    YieldAll, YieldMany, YieldOne,
+    call, recv, recv_arm, recv_at, recv_select, recv_untimed, yield_all, yield_many, yield_one,
+    yield_one_at, AnyMessage, At, CallFuture, CommandSet, Deadline, Deadlines, Dispatcher, Filter,
+    NoDeadline, Recv, Results, Select, Site, Typed, YieldAll, YieldMany, YieldOne,
 };
 
 /// Checks the argument count and then decodes the arguments one by one.

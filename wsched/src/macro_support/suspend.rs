@@ -720,6 +720,19 @@ pub fn recv_at<F: Filter + Default, L: Fn() -> &'static Location<'static>>(
     }
 }
 
+/// `recv!()` and `recv!(T)`: [`recv_at`] without a timeout, which the future
+/// keeps as a type (see [`NoDeadline`]).
+#[inline]
+pub fn recv_untimed<F: Filter + Default, L: Fn() -> &'static Location<'static>>(
+    at: L,
+) -> Recv<F, At<L>, NoDeadline> {
+    Recv {
+        location: At(at),
+        deadline: NoDeadline,
+        filter: F::default(),
+    }
+}
+
 /// Where a suspension point is, as its future keeps it.
 pub trait Site {
     /// The place.
@@ -774,16 +787,16 @@ where
 
 /// A pending receive.
 #[must_use = "a receive does nothing unless awaited"]
-pub struct Recv<F, L = &'static Location<'static>> {
+pub struct Recv<F, L = &'static Location<'static>, D: Deadlines = Deadline> {
     location: L,
-    deadline: Deadline,
+    deadline: D,
     filter: F,
 }
 
 /// A receive's timeout: one word pair, as a `Duration` alone is (the timeout is not
 /// needed once its timer runs), in every receive's state in the coroutine.
 #[derive(Clone, Copy)]
-enum Deadline {
+pub enum Deadline {
     /// No timeout.
     None,
     /// Gives up after this long; no timer yet.
@@ -792,7 +805,49 @@ enum Deadline {
     Timer(Tag),
 }
 
-impl<F, L> Unpin for Recv<F, L> {}
+/// What a receive keeps of its timeout: a [`Deadline`], or nothing for a receive
+/// without one ([`NoDeadline`]).
+pub trait Deadlines {
+    /// The deadline as it stands.
+    fn get(&self) -> Deadline;
+    /// Changes it (never to `After`, nor, without a timeout, to a `Timer`).
+    fn set(&mut self, deadline: Deadline);
+}
+
+impl Deadlines for Deadline {
+    #[inline(always)]
+    fn get(&self) -> Deadline {
+        *self
+    }
+
+    #[inline(always)]
+    fn set(&mut self, deadline: Deadline) {
+        *self = deadline;
+    }
+}
+
+/// The deadline of a receive without a timeout (`recv!()`, `recv!(T)`): always
+/// [`Deadline::None`], known when compiling. Kept in the coroutine as a word, it
+/// was written as the receive was made, written again as it took a message, and
+/// tested at every poll, though it never changes (8 instructions a message round
+/// trip's step).
+#[derive(Clone, Copy)]
+pub struct NoDeadline;
+
+impl Deadlines for NoDeadline {
+    #[inline(always)]
+    fn get(&self) -> Deadline {
+        Deadline::None
+    }
+
+    #[inline(always)]
+    fn set(&mut self, deadline: Deadline) {
+        // Only ever cleared: a timer is made only for a timeout.
+        debug_assert!(matches!(deadline, Deadline::None));
+    }
+}
+
+impl<F, L, D: Deadlines> Unpin for Recv<F, L, D> {}
 
 impl Default for AnyMessage {
     fn default() -> Self {
@@ -800,12 +855,12 @@ impl Default for AnyMessage {
     }
 }
 
-impl<F, L> Drop for Recv<F, L> {
+impl<F, L, D: Deadlines> Drop for Recv<F, L, D> {
     #[inline(always)]
     fn drop(&mut self) {
         // Every way out of a receive retires its timer: one still running means it
         // was dropped waiting.
-        if let Deadline::Timer(timer) = self.deadline {
+        if let Deadline::Timer(timer) = self.deadline.get() {
             abandon_dropped(timer.0, 1);
         }
     }
@@ -859,7 +914,7 @@ pub(crate) fn find_after_first<F: Filter>(
     None
 }
 
-impl<F: Filter, L: Site> Recv<F, L> {
+impl<F: Filter, L: Site, D: Deadlines> Recv<F, L, D> {
     /// Where the receive waits.
     #[inline]
     fn point(&self) -> SuspendPoint {
@@ -874,9 +929,9 @@ impl<F: Filter, L: Site> Recv<F, L> {
     /// Takes the tag of the running timer out, if one runs.
     #[inline]
     fn take_timer(&mut self) -> Option<Tag> {
-        match self.deadline {
+        match self.deadline.get() {
             Deadline::Timer(timer) => {
-                self.deadline = Deadline::None;
+                self.deadline.set(Deadline::None);
                 Some(timer)
             }
             _ => None,
@@ -893,9 +948,9 @@ impl<F: Filter, L: Site> Recv<F, L> {
         out: &mut StepOutput,
         dropped: &mut Option<Result<Payload, YieldError>>,
     ) -> Poll<Result<F::Output, RecvError>> {
-        if let Deadline::Timer(timer) = self.deadline {
+        if let Deadline::Timer(timer) = self.deadline.get() {
             if let Some(result) = io.take(timer) {
-                self.deadline = Deadline::None;
+                self.deadline.set(Deadline::None);
                 return Poll::Ready(Err(match result {
                     Ok(unit) => {
                         *dropped = Some(Ok(unit));
@@ -911,9 +966,11 @@ impl<F: Filter, L: Site> Recv<F, L> {
             }
             return Poll::Ready(Err(RecvError::Cancelled));
         }
-        match self.deadline {
+        match self.deadline.get() {
             Deadline::After(d) if d.is_zero() => return Poll::Ready(Err(RecvError::Timeout)),
-            Deadline::After(d) => self.deadline = Deadline::Timer(io.dispatch(out, Sleep(d))),
+            Deadline::After(d) => self
+                .deadline
+                .set(Deadline::Timer(io.dispatch(out, Sleep(d)))),
             Deadline::None | Deadline::Timer(_) => {}
         }
         io.suspend(out, self.point());
@@ -931,7 +988,7 @@ enum Quick<T> {
     Other,
 }
 
-impl<F: Filter, L: Site> Recv<F, L> {
+impl<F: Filter, L: Site, D: Deadlines> Recv<F, L, D> {
     /// The full poll, for the cases [`Quick`] leaves out: the state is lent here,
     /// inlined, and the rest is a call (`cx` must not escape: see
     /// `YieldOne::poll_again`).
@@ -969,7 +1026,7 @@ impl<F: Filter, L: Site> Recv<F, L> {
     }
 }
 
-impl<F: Filter, L: Site> Future for Recv<F, L> {
+impl<F: Filter, L: Site, D: Deadlines> Future for Recv<F, L, D> {
     type Output = Result<F::Output, RecvError>;
 
     // Inlined into the coroutine however many receives of an `F` there are: `cx`
@@ -986,13 +1043,13 @@ impl<F: Filter, L: Site> Future for Recv<F, L> {
             "recv!",
             #[inline(always)]
             |io, out, direct| {
-                if matches!(this.deadline, Deadline::Timer(_)) {
+                if matches!(this.deadline.get(), Deadline::Timer(_)) {
                     return Quick::Other;
                 }
                 if let Some(message) = io.receive_direct(&mut this.filter, direct) {
                     return Quick::Message(message);
                 }
-                if !matches!(this.deadline, Deadline::None) || io.cancel_pending() {
+                if !matches!(this.deadline.get(), Deadline::None) || io.cancel_pending() {
                     return Quick::Other;
                 }
                 io.suspend(out, this.point());
@@ -1003,7 +1060,7 @@ impl<F: Filter, L: Site> Future for Recv<F, L> {
             Quick::Message(message) => {
                 // No timer, as checked above; said again after the receive's calls,
                 // so that the compiler folds the drop's check of it.
-                this.deadline = Deadline::None;
+                this.deadline.set(Deadline::None);
                 Poll::Ready(Ok(message))
             }
             Quick::Pending => Poll::Pending,
