@@ -3,7 +3,8 @@
 //! A [`Workload`] has two or more [`Variant`]s; the first is the *baseline* (the peer:
 //! tokio, crossbeam-deque, or the other wsched form) and every other one is compared
 //! with it. Each variant runs once untimed (warm-up, result still checked), then
-//! `reps` times (six times that for a workload with a target: [`Workload::reps`]),
+//! `reps` times (six times that for a workload with a target, [`Workload::reps`],
+//! and for one whose repetitions are short, [`SHORT`]),
 //! the order alternating forward and backward (A B, B A, A B, … — for
 //! two variants the classic A B B A), so slow drift of a shared machine hits both
 //! sides alike. A run builds its own runtime, starts the [`Stopwatch`] just before the
@@ -185,11 +186,19 @@ pub fn run(workload: Workload, reps: usize) -> Outcome {
     };
     eprint!("{name:<24} ");
     let started = Instant::now();
+    let targeted = outcome.comparisons.iter().any(|c| c.target.is_some());
     let result = (|| {
+        let mut warm = Vec::with_capacity(variants.len());
         for v in &variants {
-            (v.run)().map_err(|e| format!("warm-up, {}: {e}", v.label))?;
+            let measured = (v.run)().map_err(|e| format!("warm-up, {}: {e}", v.label))?;
+            warm.push(measured.wall);
         }
         eprint!("w");
+        let reps = if !targeted && is_short(&warm, &outcome.peers) {
+            reps * TARGET_REPS
+        } else {
+            reps
+        };
         for rep in 0..reps {
             let order: Vec<usize> = if rep % 2 == 0 {
                 (0..variants.len()).collect()
@@ -212,6 +221,24 @@ pub fn run(workload: Workload, reps: usize) -> Outcome {
         outcome.error = Some(e);
     }
     outcome
+}
+
+/// A repetition this short (the baseline's and the first wsched form's, as their
+/// warm-ups took) is mostly the time a parked worker and the waiting bench thread
+/// take to wake, which the host's scheduler decides: `chained_spawn`'s 1,000 links
+/// are ~200 µs of work in 400–600 µs, and one repetition's ratio ranged over
+/// 0.2–2.4 in a run whose median of 10 moved from 0.56 to 1.08 between full runs
+/// of the same code (`BENCHMARKS.md`, seventeenth session). Such a workload runs
+/// [`TARGET_REPS`] times the repetitions, as one with a target does: a few
+/// milliseconds more each.
+const SHORT: Duration = Duration::from_millis(10);
+
+/// Whether the warm-up times `warm` (one per variant; `peers` marks the peers) say
+/// the workload's repetitions are short (see [`SHORT`]).
+fn is_short(warm: &[Duration], peers: &[bool]) -> bool {
+    let first_form = (1..peers.len()).find(|&v| !peers[v]);
+    warm.first().is_some_and(|&base| base < SHORT)
+        && first_form.is_some_and(|form| warm[form] < SHORT)
 }
 
 pub fn median(values: &mut [f64]) -> f64 {

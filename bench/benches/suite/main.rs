@@ -80,7 +80,7 @@ struct Options {
 }
 
 const USAGE: &str = "usage: cargo bench -p wsched-bench --bench suite -- \
-[--workers N (default 2)] [--reps N (default 10, at least 10 unless --quick; six times that for workloads with a target)] \
+[--workers N (default 2)] [--reps N (default 10, at least 10 unless --quick; six times that for workloads with a target or short repetitions)] \
 [--only NAME[,NAME...]] [--quick] [--no-peers] [--list] [--compare-commit REV] [--contended]";
 
 fn parse(args: &[String]) -> Result<Option<Options>, String> {
@@ -257,7 +257,7 @@ fn main() -> ExitCode {
     let w = options.workers;
     eprintln!(
         "wsched benchmark suite: {w} workers, {} repetitions (interleaved; {} for \
-         workloads with a target), {} sizes{}",
+         workloads with a target or repetitions under 10 ms), {} sizes{}",
         options.reps,
         harness::target_reps(options.reps),
         if options.quick { "quick" } else { "full" },
@@ -345,7 +345,8 @@ fn main() -> ExitCode {
     let elapsed = started.elapsed();
 
     println!(
-        "\n## Results ({w} workers, {} repetitions, {} for workloads with a target{})\n",
+        "\n## Results ({w} workers, {} repetitions, {} for workloads with a target or \
+         repetitions under 10 ms{})\n",
         options.reps,
         harness::target_reps(options.reps),
         if options.contended { ", contended" } else { "" }
