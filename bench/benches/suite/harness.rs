@@ -194,7 +194,7 @@ pub fn run(workload: Workload, reps: usize) -> Outcome {
             warm.push(measured.wall);
         }
         eprint!("w");
-        let reps = if !targeted && is_short(&warm, &outcome.peers) {
+        let reps = if !targeted && is_short(&warm, outcome.first_form()) {
             reps * TARGET_REPS
         } else {
             reps
@@ -233,10 +233,10 @@ pub fn run(workload: Workload, reps: usize) -> Outcome {
 /// milliseconds more each.
 const SHORT: Duration = Duration::from_millis(10);
 
-/// Whether the warm-up times `warm` (one per variant; `peers` marks the peers) say
-/// the workload's repetitions are short (see [`SHORT`]).
-fn is_short(warm: &[Duration], peers: &[bool]) -> bool {
-    let first_form = (1..peers.len()).find(|&v| !peers[v]);
+/// Whether the warm-up times `warm` (one per variant) of the baseline and of
+/// `first_form` (see [`Outcome::first_form`]) say the workload's repetitions are
+/// short (see [`SHORT`]).
+fn is_short(warm: &[Duration], first_form: Option<usize>) -> bool {
     warm.first().is_some_and(|&base| base < SHORT)
         && first_form.is_some_and(|form| warm[form] < SHORT)
 }
